@@ -1,0 +1,129 @@
+"""Exceptions raised by rollout_cards.
+
+The library raises only these; the CLI maps them to messages and exit codes.
+
+    RolloutCardError
+    ├── CardFormatError            a card's files do not follow the format
+    │   ├── ManifestError          card.json is invalid (lists every problem)
+    │   ├── UnsupportedFormatError card.json declares a format version we do not read
+    │   └── TableSchemaError       a Parquet table does not match the format
+    ├── WriterError                the writer API was used in a way the format forbids
+    ├── RuleError                  a rule file cannot be read, validated or applied
+    │   └── ExpressionError        an expression in a rule cannot be parsed or compiled
+    ├── StatisticsError            a statistic is not defined for its input
+    ├── SourceFormatError          an importer's source file cannot be mapped
+    └── UnsafeArchiveError         a packed card breaks a safety rule
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "CardFormatError",
+    "ExpressionError",
+    "ManifestError",
+    "Problem",
+    "RolloutCardError",
+    "RuleError",
+    "SourceFormatError",
+    "StatisticsError",
+    "TableSchemaError",
+    "UnsafeArchiveError",
+    "UnsupportedFormatError",
+    "WriterError",
+]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in a document: where it is and what is wrong."""
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}" if self.location else self.message
+
+
+class RolloutCardError(Exception):
+    """Base class of every error raised by rollout_cards."""
+
+
+class CardFormatError(RolloutCardError):
+    """A card's files do not follow the rollout-card format."""
+
+
+class ManifestError(CardFormatError):
+    """card.json (or another JSON document) is invalid; `problems` lists every problem."""
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} problem(s)\n{lines}")
+
+
+class UnsupportedFormatError(CardFormatError):
+    """card.json declares a format version this library does not read."""
+
+
+class TableSchemaError(CardFormatError):
+    """A Parquet table's schema or content does not match the format."""
+
+
+class WriterError(RolloutCardError):
+    """The writer API was called in a way the format forbids."""
+
+
+class RuleError(RolloutCardError):
+    """A rule file cannot be read, validated or applied."""
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
+        self.file = file
+        self.key = key
+        where = ": ".join(x for x in (file, key) if x)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ExpressionError(RuleError):
+    """An expression cannot be parsed or compiled; `column` is the 1-based offending position."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expression: str,
+        column: int | None = None,
+        file: str | None = None,
+        key: str | None = None,
+    ):
+        self.expression = expression
+        self.column = column
+        self.reason = message
+        pointer = ""
+        if column is not None:
+            pointer = f" (column {column})\n    {expression}\n    {' ' * (column - 1)}^"
+        super().__init__(f"{message}{pointer}", file=file, key=key)
+
+
+class StatisticsError(RolloutCardError, ValueError):
+    """A statistic or interval is not defined for the given input."""
+
+
+class SourceFormatError(RolloutCardError):
+    """An importer's source file cannot be read or mapped; names the file and the record."""
+
+    def __init__(self, message: str, *, file: str | None = None, record: str | None = None):
+        self.file = file
+        self.record = record
+        where = ", ".join(x for x in (file, f"record {record}" if record is not None else None) if x)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class UnsafeArchiveError(RolloutCardError):
+    """A packed card breaks a safety rule (path, link, size, ratio or integrity)."""
+
+    def __init__(self, message: str, *, member: str | None = None):
+        self.member = member
+        super().__init__(f"{member}: {message}" if member else message)
