@@ -1,0 +1,43 @@
+"""Pydantic models of the documents of a rollout card."""
+
+from .card import (
+    Access,
+    AgentInfo,
+    Author,
+    CardManifest,
+    DeclarationKind,
+    Drop,
+    DropAction,
+    FileEntry,
+    Inventory,
+    PersonalData,
+    Plan,
+    Provenance,
+    RuleRef,
+    Scope,
+    Software,
+    SourceFile,
+    TableRef,
+    Tables,
+)
+
+__all__ = [
+    "Access",
+    "AgentInfo",
+    "Author",
+    "CardManifest",
+    "DeclarationKind",
+    "Drop",
+    "DropAction",
+    "FileEntry",
+    "Inventory",
+    "PersonalData",
+    "Plan",
+    "Provenance",
+    "RuleRef",
+    "Scope",
+    "Software",
+    "SourceFile",
+    "TableRef",
+    "Tables",
+]

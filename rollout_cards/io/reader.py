@@ -1,0 +1,242 @@
+"""`open_card(path)`: a lazy, read-only view of a rollout card.
+
+Opening reads and validates card.json only; tables are read on demand through
+`pyarrow.dataset`, with column projection and filter pushdown, as whole tables
+or as a stream of record batches. A card is reached through a `CardSource`
+(a directory here; a packed file adds another source), which refuses paths that
+leave the card and never follows a link.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from ..errors import CardFormatError
+from ..model.card import CardManifest, TableRef
+from .manifest import MAX_MANIFEST_BYTES, parse_manifest
+
+__all__ = ["Card", "CardSource", "DirectorySource", "open_card"]
+
+Filter = pc.Expression | str | None
+
+
+class CardSource(Protocol):
+    """Where a card's files are read from."""
+
+    name: str
+
+    def read_bytes(self, rel: str, *, limit: int) -> bytes:
+        """The bytes of a file inside the card, refusing files larger than `limit`."""
+        ...
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        """A pyarrow filesystem and the base path of the card on it."""
+        ...
+
+    def exists(self, rel: str) -> bool:
+        """Whether a regular file exists at `rel` inside the card."""
+        ...
+
+
+def safe_relative(rel: str) -> str:
+    """`rel` if it is a plain relative POSIX path inside the card; CardFormatError otherwise."""
+    parts = PurePosixPath(rel).parts
+    if (
+        not rel
+        or rel.startswith("/")
+        or "\\" in rel
+        or "\x00" in rel
+        or (len(rel) > 1 and rel[1] == ":")
+        or any(p in ("..", ".") for p in rel.split("/"))
+        or not parts
+    ):
+        raise CardFormatError(f"path {rel[:80]!r} is not a relative path inside the card")
+    return rel
+
+
+class DirectorySource:
+    """A card stored as a directory."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.name = str(root)
+
+    def _regular(self, rel: str) -> Path:
+        path = self.root / safe_relative(rel)
+        current = self.root
+        for part in PurePosixPath(rel).parts:
+            current = current / part
+            try:
+                st = os.lstat(current)
+            except FileNotFoundError:
+                raise CardFormatError(f"{self.name}: {rel} does not exist") from None
+            if stat.S_ISLNK(st.st_mode):
+                raise CardFormatError(f"{self.name}: {rel} is or passes through a symbolic link; links are not followed")
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise CardFormatError(f"{self.name}: {rel} is not a regular file")
+        return path
+
+    def read_bytes(self, rel: str, *, limit: int) -> bytes:
+        path = self._regular(rel)
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            raise CardFormatError(f"{self.name}: {rel} is larger than the limit of {limit} bytes")
+        return data
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        return pafs.LocalFileSystem(), str(self.root.resolve())
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self._regular(rel)
+        except CardFormatError:
+            return False
+        return True
+
+    def check(self, rel: str) -> None:
+        """Raise CardFormatError unless `rel` is a regular file reached without links."""
+        self._regular(rel)
+
+
+class Card:
+    """A rollout card opened for reading. Get one from `rollout_cards.open()`."""
+
+    def __init__(self, source: CardSource, manifest: CardManifest):
+        self.source = source
+        self.manifest = manifest
+        self._datasets: dict[str, ds.Dataset] = {}
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return (
+            f"<Card {m.id!r} v{m.version}: {m.tables.episodes.rows} episodes, "
+            f"{m.tables.steps.rows} steps, {len(m.rules)} rules>"
+        )
+
+    @property
+    def id(self) -> str:
+        """The card's id."""
+        return self.manifest.id
+
+    @property
+    def path(self) -> str:
+        """Where the card was opened from."""
+        return self.source.name
+
+    # -- tables -------------------------------------------------------------------------------
+    def dataset(self, table: str) -> ds.Dataset:
+        """The `pyarrow.dataset.Dataset` of 'episodes' or 'steps' (all parts)."""
+        if table not in ("episodes", "steps"):
+            raise ValueError(f"unknown table {table!r}; a card has 'episodes' and 'steps'")
+        if table not in self._datasets:
+            ref: TableRef = getattr(self.manifest.tables, table)
+            check = getattr(self.source, "check", None)
+            for rel in ref.paths:
+                safe_relative(rel)
+                if check is not None:
+                    check(rel)
+            fs, base = self.source.filesystem()
+            self._datasets[table] = ds.dataset(
+                [f"{base}/{rel}" for rel in ref.paths], format="parquet", filesystem=fs
+            )
+        return self._datasets[table]
+
+    def schema(self, table: str) -> pa.Schema:
+        """Arrow schema of a table, read from its Parquet footer."""
+        return self.dataset(table).schema
+
+    def _filter(self, table: str, where: Filter) -> pc.Expression | None:
+        if where is None or isinstance(where, pc.Expression):
+            return where
+        from ..rules.expressions import parse_expression
+
+        expr = parse_expression(where, key=f"{table} filter")
+        return expr.to_arrow(self.schema(table))
+
+    def episodes(self, columns: Sequence[str] | None = None, filter: Filter = None) -> pa.Table:
+        """The episodes table (or the given columns, of the rows matching `filter`)."""
+        return self._table("episodes", columns, filter)
+
+    def steps(self, columns: Sequence[str] | None = None, filter: Filter = None) -> pa.Table:
+        """The steps table (or the given columns, of the rows matching `filter`)."""
+        return self._table("steps", columns, filter)
+
+    def _table(self, table: str, columns: Sequence[str] | None, where: Filter) -> pa.Table:
+        dataset = self.dataset(table)
+        return dataset.to_table(
+            columns=list(columns) if columns is not None else None, filter=self._filter(table, where)
+        )
+
+    def iter_episodes(
+        self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream the episodes table as record batches (bounded memory)."""
+        return self._batches("episodes", columns, filter, batch_size)
+
+    def iter_steps(
+        self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream the steps table as record batches (bounded memory)."""
+        return self._batches("steps", columns, filter, batch_size)
+
+    def _batches(
+        self, table: str, columns: Sequence[str] | None, where: Filter, batch_size: int
+    ) -> Iterator[pa.RecordBatch]:
+        dataset = self.dataset(table)
+        yield from dataset.to_batches(
+            columns=list(columns) if columns is not None else None,
+            filter=self._filter(table, where),
+            batch_size=batch_size,
+            batch_readahead=2,
+            fragment_readahead=1,
+        )
+
+    def episode_steps(self, episode_id: str, columns: Sequence[str] | None = None) -> pa.Table:
+        """The steps of one episode, in `seq` order."""
+        table = self.steps(columns=None, filter=pc.field("episode_id") == episode_id)
+        table = table.sort_by("seq")
+        return table.select(list(columns)) if columns is not None else table
+
+    # -- other files -----------------------------------------------------------------------------
+    def rule_files(self) -> dict[str, str]:
+        """Rule id -> YAML text of every rule shipped in the card."""
+        return {ref.id: self.read_text(ref.path) for ref in self.manifest.rules}
+
+    def read_text(self, rel: str, *, limit: int = 1024 * 1024) -> str:
+        """A UTF-8 text file of the card (rules, README), size-capped."""
+        data = self.source.read_bytes(rel, limit=limit)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CardFormatError(f"{self.source.name}: {rel} is not UTF-8 text") from None
+
+    def read_artifact(self, sha256: str, *, limit: int = 256 * 1024 * 1024) -> bytes:
+        """The bytes of artifacts/<sha256>."""
+        if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
+            raise CardFormatError(f"{sha256[:80]!r} is not a sha256 hex digest")
+        return self.source.read_bytes(f"artifacts/{sha256}", limit=limit)
+
+
+def open_card(path: str | os.PathLike[str]) -> Card:
+    """Open a card directory (or a packed card file, once a reader for it is registered)."""
+    root = Path(path)
+    if root.is_dir():
+        source: CardSource = DirectorySource(root)
+    elif root.is_file():
+        from . import archive_source
+
+        source = archive_source(root)
+    else:
+        raise CardFormatError(f"{root} does not exist")
+    data = source.read_bytes("card.json", limit=MAX_MANIFEST_BYTES)
+    return Card(source, parse_manifest(data, f"{source.name}/card.json"))

@@ -1,0 +1,250 @@
+"""Arrow schemas of the `episodes` and `steps` tables, their enums, and the format version.
+
+This module is the single source of truth for column names and types: the writer
+casts to these schemas, the reader and validator check against them, and
+`docs/format.md` renders its column tables from them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+import pyarrow as pa
+
+from .errors import TableSchemaError
+
+__all__ = [
+    "EPISODE_COLUMNS",
+    "EXTRA_PREFIXES",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "STEP_COLUMNS",
+    "Column",
+    "StepKind",
+    "TerminalStatus",
+    "conform_table",
+    "episodes_schema",
+    "extra_column_problem",
+    "parse_format",
+    "steps_schema",
+]
+
+FORMAT_NAME = "rollout-card"
+FORMAT_VERSION = (0, 1)
+FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
+_FORMAT_RE = re.compile(r"^rollout-card/(\d+)\.(\d+)$")
+
+
+def parse_format(value: str) -> tuple[int, int] | None:
+    """Return (major, minor) of a `format` string, or None when it is not a rollout-card format."""
+    m = _FORMAT_RE.match(value) if isinstance(value, str) else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+class TerminalStatus(StrEnum):
+    """How an episode ended. Every planned episode ends in exactly one of these."""
+
+    COMPLETED = "completed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    LIMIT = "limit"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+
+
+class StepKind(StrEnum):
+    """What a row of the steps table records."""
+
+    MESSAGE = "message"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    OBSERVATION = "observation"
+    ACTION = "action"
+    STATE = "state"
+    ERROR = "error"
+    LIMIT = "limit"
+    SCORE = "score"
+    ANNOTATION = "annotation"
+    SPAN_BEGIN = "span_begin"
+    SPAN_END = "span_end"
+
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+ENUM = pa.dictionary(pa.int32(), pa.string())
+
+
+@dataclass(frozen=True)
+class Column:
+    """One standard column: name, Arrow type, whether it must be present, and what it means."""
+
+    name: str
+    type: pa.DataType
+    required: bool
+    doc: str
+    nullable: bool = True
+    enum: type[StrEnum] | None = None
+
+
+EPISODE_COLUMNS: tuple[Column, ...] = (
+    Column("episode_id", pa.string(), True, "Unique id of the episode within the card.", nullable=False),
+    Column("task_id", pa.string(), True, "The task the episode attempted.", nullable=False),
+    Column("status", ENUM, True, "Terminal state (enum).", nullable=False, enum=TerminalStatus),
+    Column("agent", pa.string(), True, "The agent or model that ran (what varied between groups)."),
+    Column("trial", pa.int64(), False, "Attempt index of this agent on this task (0-based)."),
+    Column("run_id", pa.string(), False, "Training or evaluation run the episode belongs to."),
+    Column("seed", pa.int64(), False, "Random seed of the episode."),
+    Column("started_at", TIMESTAMP, False, "When the episode started (UTC)."),
+    Column("ended_at", TIMESTAMP, False, "When the episode reached its terminal state (UTC)."),
+    Column("n_steps", pa.int64(), False, "Number of rows of this episode in the steps table."),
+    Column("input_tokens", pa.int64(), False, "Total input tokens of the episode."),
+    Column("output_tokens", pa.int64(), False, "Total output tokens of the episode."),
+    Column("total_tokens", pa.int64(), False, "Total tokens of the episode."),
+    Column("cost_usd", pa.float64(), False, "Total cost of the episode in US dollars."),
+    Column("error_type", pa.string(), False, "Exception type or error class when status is error."),
+    Column("error_message", pa.string(), False, "Error message when status is not completed."),
+    Column("error_traceback", pa.string(), False, "Traceback of the error, when one was captured."),
+    Column("episode_digest", pa.string(), False, "sha256 of the episode's steps as first written; survives redaction."),
+)
+
+STEP_COLUMNS: tuple[Column, ...] = (
+    Column("episode_id", pa.string(), True, "Episode the step belongs to.", nullable=False),
+    Column("seq", pa.int64(), True, "Position of the step in its episode, contiguous from 0.", nullable=False),
+    Column("kind", ENUM, True, "What the step records (enum).", nullable=False, enum=StepKind),
+    Column("t", TIMESTAMP, False, "When the step happened (UTC); null where the source has none (then declared in drops)."),
+    Column("role", pa.string(), False, "Message role: system, user, assistant, tool."),
+    Column("agent", pa.string(), False, "Which agent acted, in multi-agent episodes."),
+    Column("name", pa.string(), False, "Tool name or event name."),
+    Column("call_id", pa.string(), False, "Links a tool_result to its tool_call."),
+    Column("content", pa.string(), False, "Text content of the step."),
+    Column("args", pa.string(), False, "Tool-call arguments as JSON text."),
+    Column("is_error", pa.bool_(), False, "Whether a tool result or event reports an error."),
+    Column("input_tokens", pa.int64(), False, "Input tokens of this step (model calls)."),
+    Column("output_tokens", pa.int64(), False, "Output tokens of this step (model calls)."),
+    Column("cost_usd", pa.float64(), False, "Cost of this step in US dollars."),
+    Column("payload", pa.string(), False, "Everything else about the step, as JSON text."),
+)
+
+#: Extra columns are allowed under these prefixes; `score.` columns hold grader outputs.
+EXTRA_PREFIXES: dict[str, tuple[str, ...]] = {
+    "episodes": ("score.", "cond.", "task.", "meta."),
+    "steps": ("meta.",),
+}
+
+_STANDARD = {
+    "episodes": {c.name: c for c in EPISODE_COLUMNS},
+    "steps": {c.name: c for c in STEP_COLUMNS},
+}
+
+
+def _scalar_extra_type(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
+    return (
+        pa.types.is_boolean(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_null(t)
+    )
+
+
+def extra_column_problem(table: str, name: str, type_: pa.DataType) -> str | None:
+    """Why `name` may not be an extra column of `table`, or None when it may."""
+    prefixes = EXTRA_PREFIXES[table]
+    if not name.startswith(prefixes) or any(name == p for p in prefixes):
+        return (
+            f"column {name!r} is not a standard {table} column; extra columns must be named "
+            f"{' / '.join(p + '<name>' for p in prefixes)}"
+        )
+    if not _scalar_extra_type(type_):
+        return (
+            f"column {name!r} has type {type_}; extra columns hold booleans, numbers, strings or "
+            "timestamps (store structured values as JSON text)"
+        )
+    return None
+
+
+def _schema(columns: tuple[Column, ...], metadata_table: str) -> pa.Schema:
+    return pa.schema(
+        [pa.field(c.name, c.type, nullable=c.nullable) for c in columns],
+        metadata={b"rollout_cards.table": metadata_table.encode()},
+    )
+
+
+def episodes_schema() -> pa.Schema:
+    """The standard columns of the episodes table."""
+    return _schema(EPISODE_COLUMNS, "episodes")
+
+
+def steps_schema() -> pa.Schema:
+    """The standard columns of the steps table."""
+    return _schema(STEP_COLUMNS, "steps")
+
+
+def _enum_problem(col: Column, arr: pa.ChunkedArray) -> str | None:
+    allowed = {e.value for e in col.enum}  # type: ignore[union-attr]
+    values = arr.unique()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    bad = sorted(v for v in values.to_pylist() if v is not None and v not in allowed)
+    if bad:
+        shown = ", ".join(repr(v[:40]) for v in bad[:5])
+        return f"column {col.name!r} has values outside its enum: {shown}; allowed: {', '.join(sorted(allowed))}"
+    return None
+
+
+def conform_table(table: pa.Table, which: str) -> pa.Table:
+    """Cast `table` to the standard schema of `which` ('episodes' or 'steps').
+
+    Standard columns are cast to their types (and added as nulls when optional and
+    absent); extra columns must use an allowed prefix. Columns come out in standard
+    order, then extras sorted by name, so equal data gives equal files.
+    Raises TableSchemaError listing every problem.
+    """
+    standard = _STANDARD[which]
+    problems: list[str] = []
+    names = table.column_names
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        problems.append(f"duplicate column names: {', '.join(dup)}")
+    arrays: list[pa.ChunkedArray] = []
+    fields: list[pa.Field] = []
+    for col in standard.values():
+        if col.name not in names:
+            if col.required:
+                problems.append(f"required column {col.name!r} is missing")
+                continue
+            arr = pa.chunked_array([pa.nulls(table.num_rows, col.type)], type=col.type)
+        else:
+            arr = table.column(col.name)
+            try:
+                arr = arr.cast(col.type) if arr.type != col.type else arr
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                problems.append(f"column {col.name!r} has type {arr.type}, expected {col.type}: {exc}")
+                continue
+        if not col.nullable and arr.null_count:
+            problems.append(f"column {col.name!r} has {arr.null_count} null value(s); it may not be null")
+        if col.enum is not None:
+            msg = _enum_problem(col, arr)
+            if msg:
+                problems.append(msg)
+        arrays.append(arr)
+        fields.append(pa.field(col.name, col.type, nullable=col.nullable))
+    for name in sorted(n for n in set(names) if n not in standard):
+        arr = table.column(name)
+        msg = extra_column_problem(which, name, arr.type)
+        if msg:
+            problems.append(msg)
+            continue
+        if pa.types.is_null(arr.type):
+            # An all-null extra column carries no type; store it as string so parts unify.
+            arr = arr.cast(pa.string())
+        arrays.append(arr)
+        fields.append(pa.field(name, arr.type))
+    if problems:
+        raise TableSchemaError(f"{which} table: " + "; ".join(problems))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=_schema((), which).metadata))
