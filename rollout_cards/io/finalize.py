@@ -27,7 +27,7 @@ from .hashing import build_inventory
 from .manifest import dump_manifest, write_json_atomic
 from .writer import PARQUET_OPTIONS
 
-__all__ = ["INTERRUPTED_ERROR_TYPE", "finalize_card", "recover_card"]
+__all__ = ["INTERRUPTED_ERROR_TYPE", "card_files", "finalize_card", "recover_card", "refresh_manifest"]
 
 #: error_type given to episodes that were open when the writer stopped.
 INTERRUPTED_ERROR_TYPE = "WriterInterrupted"
@@ -107,12 +107,7 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
         )
 
     rules = _rule_refs(root)
-    files = [
-        p.relative_to(root).as_posix()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink() and staging.STAGING_DIR not in p.relative_to(root).parts
-        and p.relative_to(root).as_posix() != "card.json"
-    ]
+    files = card_files(root)
     manifest = CardManifest.model_validate(
         {
             **{k: v for k, v in header.items() if k != "drops" and v is not None},
@@ -126,6 +121,31 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
     )
     write_json_atomic(root / "card.json", dump_manifest(manifest))
     shutil.rmtree(stage, ignore_errors=True)
+    return manifest
+
+
+def card_files(root: Path) -> list[str]:
+    """Relative paths of the card's regular files, except card.json and the staging area."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if p.is_file() and not p.is_symlink() and rel.parts[0] != staging.STAGING_DIR and rel.as_posix() != "card.json":
+            out.append(rel.as_posix())
+    return out
+
+
+def refresh_manifest(root: Path, **changes: Any) -> CardManifest:
+    """Rewrite card.json after files of a finished card changed: rule list and inventory are
+    recomputed, `changes` (manifest fields) are applied. Used when adding rules or a README."""
+    from .manifest import parse_manifest
+
+    manifest = parse_manifest((root / "card.json").read_bytes(), f"{root}/card.json")
+    data = manifest.model_dump(mode="json", exclude_none=True)
+    data.update(changes)
+    data["rules"] = [r.model_dump(mode="json", exclude_none=True) for r in _rule_refs(root)]
+    data["inventory"] = build_inventory(root, card_files(root)).model_dump(mode="json")
+    manifest = CardManifest.model_validate(data)
+    write_json_atomic(root / "card.json", dump_manifest(manifest))
     return manifest
 
 

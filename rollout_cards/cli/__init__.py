@@ -1,0 +1,97 @@
+"""`rcard`: the command-line shell over the library.
+
+Each command parses its arguments, calls one library function and renders the
+result; it holds no logic of its own. Exit codes: 0 ok, 1 invalid input or a
+failed check, 2 usage error or internal failure. Library errors become one-line
+messages; a traceback is printed only with RCARD_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import typer
+
+from ..errors import (
+    CardFormatError,
+    RolloutCardError,
+    RuleError,
+    SourceFormatError,
+    StatisticsError,
+    UnsafeArchiveError,
+    WriterError,
+)
+
+__all__ = ["EXIT_INTERNAL", "EXIT_INVALID", "EXIT_OK", "app", "fail", "main", "run"]
+
+EXIT_OK, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2
+
+app = typer.Typer(
+    name="rcard",
+    help="Write, validate, rescore and publish rollout cards: reproducible agent and eval results.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# Invalid input (exit 1) versus a broken request (exit 2).
+_INVALID = (CardFormatError, SourceFormatError, UnsafeArchiveError)
+_USAGE = (RuleError, StatisticsError, WriterError)
+
+
+def fail(message: str, code: int = EXIT_INVALID) -> NoReturn:
+    """Print `message` to stderr and exit with `code`."""
+    typer.echo(f"rcard: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a library function, turning its errors into messages and exit codes."""
+    try:
+        return fn(*args, **kwargs)
+    except typer.Exit:
+        raise
+    except _INVALID as exc:
+        fail(str(exc), EXIT_INVALID)
+    except _USAGE as exc:
+        fail(str(exc), EXIT_INTERNAL)
+    except RolloutCardError as exc:
+        fail(str(exc), EXIT_INTERNAL)
+    except KeyboardInterrupt:
+        fail("interrupted", EXIT_INTERNAL)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a bare traceback
+        if os.environ.get("RCARD_DEBUG"):
+            raise
+        fail(
+            f"internal error: {type(exc).__name__}: {exc} (this is a bug in rollout-cards, not in "
+            "your input; rerun with RCARD_DEBUG=1 for a traceback and report it)",
+            EXIT_INTERNAL,
+        )
+
+
+# Command modules register themselves on `app` when imported.
+_COMMANDS = ("card_commands", "validate", "rescore", "importers", "release")
+for _name in _COMMANDS:
+    try:
+        importlib.import_module(f"{__name__}.{_name}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"{__name__}.{_name}":
+            raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `rcard` console script."""
+    try:
+        app(args=argv, prog_name="rcard", standalone_mode=True)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_INTERNAL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""`rcard info`, `rcard recover`, `rcard schemas`."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..io.finalize import recover_card
+from ..io.reader import open_card
+from ..model import schemas as schema_files
+from ..summary import render_text, summarize
+from . import EXIT_INVALID, app, run
+
+
+class InfoFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def info(
+    card: Annotated[Path, typer.Argument(help="Card directory or packed .rcard file.")],
+    format: Annotated[InfoFormat, typer.Option("--format", "-f", help="Output format.")] = InfoFormat.text,
+) -> None:
+    """Summarize a card: identity, scope, episodes per agent and status, rules, drops."""
+    summary = run(lambda: summarize(open_card(card)))
+    if format is InfoFormat.json:
+        typer.echo(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        typer.echo(render_text(summary), nl=False)
+
+
+@app.command()
+def recover(
+    card: Annotated[Path, typer.Argument(help="Directory of a card whose writer stopped before closing.")],
+    force: Annotated[bool, typer.Option(help="Recover even if the writing process seems alive.")] = False,
+) -> None:
+    """Finalize a card whose writer died: keep ended episodes, record open ones as cancelled."""
+    manifest = run(recover_card, card, force=force)
+    cancelled = sum(d.count or 0 for d in manifest.drops if d.loss_class == "interrupted_run" and d.target == "episodes")
+    typer.echo(
+        f"recovered {card}: {manifest.tables.episodes.rows} episodes "
+        f"({cancelled} recorded as cancelled), {manifest.tables.steps.rows} steps"
+    )
+
+
+@app.command()
+def schemas(
+    directory: Annotated[Path, typer.Argument(help="Where the schema files are (default: schemas).")] = Path("schemas"),
+    write: Annotated[bool, typer.Option("--write", help="Regenerate the files from the models.")] = False,
+) -> None:
+    """Check (or with --write regenerate) the JSON Schemas generated from the models."""
+    code = run(schema_files.main, ["--write" if write else "--check", str(directory)])
+    if code:
+        raise typer.Exit(EXIT_INVALID)
+    if not write:
+        typer.echo(f"{directory}: schemas match the models")
