@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,15 +25,39 @@ from ..errors import CardFormatError
 from ..model.card import CardManifest, TableRef
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 
-__all__ = ["Card", "CardSource", "DirectorySource", "open_card"]
+__all__ = ["Card", "CardSource", "DirectorySource", "Entry", "open_card", "safe_relative"]
 
 Filter = pc.Expression | str | None
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One member of a card as stored, before any safety check.
+
+    `path` is the stored name (POSIX separators for directories; raw for archives);
+    `kind` is file, dir, symlink, hardlink, device or other; `links` is the hard-link
+    count where the storage has one.
+    """
+
+    path: str
+    kind: str
+    size: int
+    target: str | None = None
+    links: int = 1
+
+
 class CardSource(Protocol):
-    """Where a card's files are read from."""
+    """Where a card's files are read from (a directory, or a packed file)."""
 
     name: str
+
+    def entries(self) -> Iterator[Entry]:
+        """Every member as stored, links not followed (for layout and path-safety checks)."""
+        ...
+
+    def open_binary(self, rel: str) -> BinaryIO:
+        """A binary stream of a regular file inside the card (for streamed hashing)."""
+        ...
 
     def read_bytes(self, rel: str, *, limit: int) -> bytes:
         """The bytes of a file inside the card, refusing files larger than `limit`."""
@@ -84,6 +109,29 @@ class DirectorySource:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise CardFormatError(f"{self.name}: {rel} is not a regular file")
         return path
+
+    def entries(self) -> Iterator[Entry]:
+        stack = [""]
+        while stack:
+            prefix = stack.pop()
+            with os.scandir(self.root / prefix if prefix else self.root) as it:
+                for item in sorted(it, key=lambda e: e.name):
+                    rel = f"{prefix}{item.name}"
+                    st = item.stat(follow_symlinks=False)
+                    if stat.S_ISLNK(st.st_mode):
+                        yield Entry(rel, "symlink", 0, target=os.readlink(item.path))
+                    elif stat.S_ISDIR(st.st_mode):
+                        yield Entry(rel, "dir", 0)
+                        stack.append(rel + "/")
+                    elif stat.S_ISREG(st.st_mode):
+                        yield Entry(rel, "file", st.st_size, links=st.st_nlink)
+                    elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                        yield Entry(rel, "device", 0)
+                    else:
+                        yield Entry(rel, "other", 0)
+
+    def open_binary(self, rel: str) -> BinaryIO:
+        return open(self._regular(rel), "rb")  # noqa: SIM115 - the caller closes it
 
     def read_bytes(self, rel: str, *, limit: int) -> bytes:
         path = self._regular(rel)

@@ -36,7 +36,14 @@ import yaml
 
 from ..errors import TableSchemaError, WriterError
 from ..model.card import Drop, Plan, Provenance, Scope, Software
-from ..tables import EXTRA_PREFIXES, STEP_COLUMNS, StepKind, TerminalStatus, conform_table, steps_schema
+from ..tables import (
+    EXTRA_PREFIXES,
+    STEP_COLUMNS,
+    StepKind,
+    TerminalStatus,
+    conform_table,
+    steps_schema,
+)
 from . import staging
 from .manifest import write_json_atomic
 
