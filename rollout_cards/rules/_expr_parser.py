@@ -1,0 +1,515 @@
+"""Syntax tree and recursive-descent (precedence-climbing) parser of rule expressions.
+
+See `rollout_cards.rules.expressions` for the language. This module only builds an
+immutable tree; types and evaluation live in `expressions.py`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rollout_cards.rules._expr_lexer import ErrorFactory, Token
+
+__all__ = [
+    "FUNCTIONS",
+    "MAX_DEPTH",
+    "BoolOp",
+    "Binary",
+    "Call",
+    "Column",
+    "Compare",
+    "InList",
+    "Literal",
+    "Neg",
+    "Node",
+    "Not",
+    "Parser",
+    "walk",
+]
+
+#: Maximum nesting depth: of parentheses, calls and unary operators while parsing,
+#: and of the syntax tree (a chain `a + b + c …` nests one level per operator;
+#: `and`/`or` chains, chained comparisons and `in` lists do not).
+MAX_DEPTH = 64
+
+#: The callable functions: name -> (minimum, maximum or None) number of arguments.
+FUNCTIONS: dict[str, tuple[int, int | None]] = {
+    "abs": (1, 1),
+    "coalesce": (2, None),
+    "contains": (2, 2),
+    "endswith": (2, 2),
+    "is_null": (1, 1),
+    "json_get": (2, None),
+    "len": (1, 1),
+    "lower": (1, 1),
+    "max": (2, None),
+    "min": (2, None),
+    "round": (1, 2),
+    "startswith": (2, 2),
+    "upper": (1, 1),
+}
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+_PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_NEG = range(1, 8)
+
+_UNSUPPORTED_WORDS = {
+    "is": "'is' is not supported; use is_null(x) or not is_null(x)",
+    "lambda": "'lambda' is not supported",
+    "if": "conditional expressions ('if'/'else') are not supported",
+    "else": "conditional expressions ('if'/'else') are not supported",
+    "for": "comprehensions ('for') are not supported",
+    "import": "'import' is not supported",
+}
+
+
+# --------------------------------------------------------------------------- nodes
+# Every node has `pos` (0-based offset of its operator, name or first character)
+# and `depth` (1 for a leaf). Nodes are immutable and may be shared (a chained
+# comparison `a < b < c` shares `b`).
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    pos: int
+    depth: int
+
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Node):
+    value: None | bool | int | float | str
+
+
+@dataclass(frozen=True, slots=True)
+class Column(Node):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Neg(Node):
+    operand: Node
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Node):
+    operand: Node
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True, slots=True)
+class BoolOp(Node):
+    op: str  # "and" | "or"
+    operands: tuple[Node, ...]
+
+    def children(self) -> tuple[Node, ...]:
+        return self.operands
+
+
+@dataclass(frozen=True, slots=True)
+class Binary(Node):
+    op: str  # "+" | "-" | "*" | "/" | "%"
+    left: Node
+    right: Node
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Node):
+    op: str  # "==" | "!=" | "<" | "<=" | ">" | ">="
+    left: Node
+    right: Node
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, slots=True)
+class InList(Node):
+    operand: Node
+    items: tuple[Literal, ...]
+    negate: bool
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Node):
+    name: str
+    args: tuple[Node, ...]
+
+    def children(self) -> tuple[Node, ...]:
+        return self.args
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Every node of the tree (iteratively, so that depth never matters)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children())
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+# -------------------------------------------------------------------------- parser
+
+
+class Parser:
+    """Precedence climbing over the tokens of one expression.
+
+    Precedence, loosest first: `or` < `and` < `not` < comparisons and `in` / `not in`
+    < `+ -` < `* / %` < unary `-`.
+    """
+
+    def __init__(self, tokens: list[Token], err: ErrorFactory):
+        self.tokens = tokens
+        self.i = 0
+        self.err = err
+        self.nesting = 0
+
+    # ---- helpers
+    def peek(self, k: int = 0) -> Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        tok = self.tokens[self.i]
+        if tok.kind != "end":
+            self.i += 1
+        return tok
+
+    def at_op(self, *ops: str) -> bool:
+        tok = self.peek()
+        return tok.kind == "op" and tok.value in ops
+
+    def at_kw(self, *words: str) -> bool:
+        tok = self.peek()
+        return tok.kind == "kw" and tok.value in words
+
+    def enter(self, pos: int) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_DEPTH:
+            raise self.err(f"expression is nested too deeply (more than {MAX_DEPTH} levels)", pos)
+
+    def leave(self) -> None:
+        self.nesting -= 1
+
+    def make(self, cls: type, pos: int, *fields: object, children: tuple[Node, ...]) -> Node:
+        depth = 1 + max((c.depth for c in children), default=0)
+        if depth > MAX_DEPTH:
+            raise self.err(
+                f"expression is nested too deeply (more than {MAX_DEPTH} levels); "
+                "split long chains of operators",
+                pos,
+            )
+        return cls(pos, depth, *fields)
+
+    def unexpected(self, tok: Token, context: str = "") -> Exception:
+        if tok.kind == "op" and tok.value == "=":
+            return self.err("'=' is not an operator; use '==' to compare", tok.pos)
+        if tok.kind == "kw" and tok.value in _UNSUPPORTED_WORDS:
+            return self.err(_UNSUPPORTED_WORDS[tok.value], tok.pos)
+        if tok.kind == "end":
+            return self.err(f"unexpected end of expression{context}", tok.pos)
+        if tok.kind == "op" and tok.value == ")":
+            return self.err(f"unmatched ')'{context}", tok.pos)
+        return self.err(f"unexpected {tok.describe()}{context}", tok.pos)
+
+    # ---- grammar
+    def parse(self) -> Node:
+        if self.peek().kind == "end":
+            raise self.err("empty expression", 0)
+        node = self.expr(_PREC_OR)
+        tok = self.peek()
+        if tok.kind != "end":
+            hint = ""
+            if tok.kind in ("name", "int", "float", "str") or (
+                tok.kind == "kw" and tok.value in ("true", "false", "True", "False", "null", "None")
+            ):
+                hint = " (missing operator?)"
+            elif tok.kind == "kw" and tok.value == "not":
+                hint = " ('not' goes before its operand, or write 'not in')"
+            raise self.unexpected(tok, hint)
+        return node
+
+    def binary_prec(self, tok: Token) -> int | None:
+        if tok.kind == "kw":
+            if tok.value == "or":
+                return _PREC_OR
+            if tok.value == "and":
+                return _PREC_AND
+            if tok.value == "in":
+                return _PREC_CMP
+            if tok.value == "not" and self.peek(1).kind == "kw" and self.peek(1).value == "in":
+                return _PREC_CMP
+            if tok.value == "is":
+                raise self.err(_UNSUPPORTED_WORDS["is"], tok.pos)
+            return None
+        if tok.kind == "op":
+            if tok.value in _COMPARISONS:
+                return _PREC_CMP
+            if tok.value in ("+", "-"):
+                return _PREC_ADD
+            if tok.value in ("*", "/", "%"):
+                return _PREC_MUL
+        return None
+
+    def expr(self, min_prec: int) -> Node:
+        left = self.prefix(min_prec)
+        while True:
+            tok = self.peek()
+            prec = self.binary_prec(tok)
+            if prec is None or prec < min_prec:
+                return left
+            if prec in (_PREC_OR, _PREC_AND):
+                operands = [left]
+                while self.at_kw(tok.value):
+                    self.advance()
+                    operands.append(self.expr(prec + 1))
+                left = self.make(
+                    BoolOp, tok.pos, tok.value, tuple(operands), children=tuple(operands)
+                )
+            elif prec == _PREC_CMP:
+                left = self.comparison(left)
+            else:
+                self.advance()
+                right = self.expr(prec + 1)
+                left = self.make(Binary, tok.pos, tok.value, left, right, children=(left, right))
+
+    def comparison(self, left: Node) -> Node:
+        parts: list[tuple[str, int, Node | tuple[Literal, ...]]] = []
+        while True:
+            tok = self.peek()
+            if tok.kind == "op" and tok.value in _COMPARISONS:
+                self.advance()
+                parts.append((tok.value, tok.pos, self.expr(_PREC_ADD)))
+            elif tok.kind == "kw" and tok.value == "in":
+                self.advance()
+                parts.append(("in", tok.pos, self.in_list()))
+            elif tok.kind == "kw" and tok.value == "not" and self.peek(1).value == "in":
+                self.advance()
+                self.advance()
+                parts.append(("not in", tok.pos, self.in_list()))
+            elif tok.kind == "kw" and tok.value == "is":
+                raise self.err(_UNSUPPORTED_WORDS["is"], tok.pos)
+            else:
+                break
+        if len(parts) > 1:
+            for op, pos, _ in parts:
+                if op in ("in", "not in"):
+                    raise self.err(
+                        f"'{op}' cannot be chained with other comparisons; add parentheses", pos
+                    )
+        nodes: list[Node] = []
+        for op, pos, right in parts:
+            if isinstance(right, tuple):
+                node = self.make(InList, pos, left, right, op == "not in", children=(left,))
+            else:
+                node = self.make(Compare, pos, op, left, right, children=(left, right))
+                left = right
+            nodes.append(node)
+        if len(nodes) == 1:
+            return nodes[0]
+        return self.make(BoolOp, parts[0][1], "and", tuple(nodes), children=tuple(nodes))
+
+    def in_list(self) -> tuple[Literal, ...]:
+        start = self.peek()
+        if not self.at_op("["):
+            raise self.err(
+                "the right side of 'in' must be a list literal such as ['a', 'b']", start.pos
+            )
+        self.advance()
+        items: list[Literal] = []
+        while not self.at_op("]"):
+            tok = self.advance()
+            neg = None
+            if tok.kind == "op" and tok.value == "-" and self.peek().kind in ("int", "float"):
+                neg, tok = tok, self.advance()
+            if tok.kind in ("int", "float"):
+                value = -tok.value if neg else tok.value  # type: ignore[operator]
+                items.append(self.literal(value, (neg or tok).pos))
+            elif tok.kind == "str":
+                items.append(self.literal(tok.value, tok.pos))  # type: ignore[arg-type]
+            elif tok.kind == "kw" and tok.value in ("true", "True", "false", "False"):
+                items.append(self.literal(tok.value in ("true", "True"), tok.pos))
+            elif tok.kind == "kw" and tok.value in ("null", "None"):
+                raise self.err(
+                    "null cannot be an item of an 'in' list (x in [..] is null when x is null); "
+                    "use is_null(x)",
+                    tok.pos,
+                )
+            elif tok.kind == "end":
+                raise self.err("unterminated list: missing ']'", start.pos)
+            else:
+                raise self.err(
+                    "items of an 'in' list must be literals (numbers, strings, true, false), "
+                    f"found {tok.describe()}",
+                    tok.pos,
+                )
+            if self.at_op(","):
+                self.advance()
+            elif not self.at_op("]"):
+                tok = self.peek()
+                if tok.kind == "end":
+                    raise self.err("unterminated list: missing ']'", start.pos)
+                raise self.unexpected(tok, " in list (expected ',' or ']')")
+        self.advance()
+        return tuple(items)
+
+    def literal(self, value: None | bool | int | float | str, pos: int) -> Literal:
+        if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+            raise self.err(f"integer {value} does not fit in 64 bits", pos)
+        return Literal(pos, 1, value)
+
+    def prefix(self, min_prec: int) -> Node:
+        tok = self.peek()
+        if tok.kind == "kw" and tok.value == "not":
+            if self.peek(1).kind == "kw" and self.peek(1).value == "in":
+                raise self.err("'not in' needs a left operand", tok.pos)
+            if min_prec > _PREC_NOT:
+                raise self.err("'not' cannot appear here; put it in parentheses: (not …)", tok.pos)
+            self.advance()
+            self.enter(tok.pos)
+            operand = self.expr(_PREC_NOT)
+            self.leave()
+            return self.make(Not, tok.pos, operand, children=(operand,))
+        if tok.kind == "op" and tok.value == "-":
+            self.advance()
+            nxt = self.peek()
+            if nxt.kind in ("int", "float") and nxt.pos == tok.end:
+                self.advance()
+                return self.postfix(self.literal(-nxt.value, tok.pos))  # type: ignore[operator]
+            self.enter(tok.pos)
+            operand = self.expr(_PREC_NEG)
+            self.leave()
+            return self.make(Neg, tok.pos, operand, children=(operand,))
+        if tok.kind == "op" and tok.value == "+":
+            raise self.err("unary '+' is not supported", tok.pos)
+        return self.postfix(self.primary())
+
+    def postfix(self, node: Node) -> Node:
+        tok = self.peek()
+        if tok.kind == "op" and tok.value == "(":
+            raise self.err("only the listed functions can be called", tok.pos)
+        if tok.kind == "op" and tok.value == "[":
+            raise self.err("indexing is not supported", tok.pos)
+        return node
+
+    def primary(self) -> Node:
+        tok = self.advance()
+        if tok.kind in ("int", "float", "str"):
+            return self.literal(tok.value, tok.pos)  # type: ignore[arg-type]
+        if tok.kind == "kw":
+            if tok.value in ("true", "True"):
+                return self.literal(True, tok.pos)
+            if tok.value in ("false", "False"):
+                return self.literal(False, tok.pos)
+            if tok.value in ("null", "None"):
+                return self.literal(None, tok.pos)
+            if tok.value in _UNSUPPORTED_WORDS:
+                raise self.err(_UNSUPPORTED_WORDS[tok.value], tok.pos)
+            raise self.err(f"expected an operand, found '{tok.value}'", tok.pos)
+        if tok.kind == "name":
+            if self.at_op("("):
+                return self.call(tok)
+            return Column(tok.pos, 1, tok.value)  # type: ignore[arg-type]
+        if tok.kind == "op" and tok.value == "(":
+            self.enter(tok.pos)
+            inner = self.expr(_PREC_OR)
+            self.leave()
+            if not self.at_op(")"):
+                raise self.unexpected(
+                    self.peek(), f" (expected ')' to close the '(' at column {tok.pos + 1})"
+                )
+            self.advance()
+            return inner
+        if tok.kind == "op" and tok.value == "[":
+            raise self.err(
+                "list literals are only allowed on the right of 'in' / 'not in'", tok.pos
+            )
+        if tok.kind == "end":
+            raise self.err("unexpected end of expression (an operand is missing)", tok.pos)
+        raise self.unexpected(tok, " (expected an operand)")
+
+    def call(self, name_tok: Token) -> Node:
+        name = str(name_tok.value)
+        pos = name_tok.pos
+        if name not in FUNCTIONS:
+            head, _, last = name.rpartition(".")
+            if head and last in FUNCTIONS:
+                raise self.err(
+                    f"method calls are not supported; write {last}({head}) instead of {name}()", pos
+                )
+            if head:
+                raise self.err(
+                    f"'{name}' is a column name and cannot be called; "
+                    f"functions: {', '.join(sorted(FUNCTIONS))}",
+                    pos,
+                )
+            raise self.err(
+                f"unknown function '{name}'; available functions: {', '.join(sorted(FUNCTIONS))}"
+                + _suggest(name, list(FUNCTIONS)),
+                pos,
+            )
+        open_tok = self.advance()
+        self.enter(open_tok.pos)
+        args: list[Node] = []
+        while not self.at_op(")"):
+            args.append(self.expr(_PREC_OR))
+            if self.at_op("="):
+                raise self.err("keyword arguments are not supported", self.peek().pos)
+            if self.at_op(","):
+                self.advance()
+            elif not self.at_op(")"):
+                raise self.unexpected(
+                    self.peek(), f" in the call of {name}() (expected ',' or ')')"
+                )
+        self.advance()
+        self.leave()
+        lo, hi = FUNCTIONS[name]
+        if len(args) < lo or (hi is not None and len(args) > hi):
+            if hi is None:
+                wanted = f"at least {lo} arguments"
+            elif lo == hi:
+                wanted = f"{lo} argument{'s' if lo > 1 else ''}"
+            else:
+                wanted = f"{lo} or {hi} arguments"
+            raise self.err(f"{name}() takes {wanted} ({len(args)} given)", pos)
+        self.check_literal_args(name, args)
+        return self.make(Call, pos, name, tuple(args), children=tuple(args))
+
+    def check_literal_args(self, name: str, args: list[Node]) -> None:
+        def is_lit(node: Node, *types: type) -> bool:
+            return isinstance(node, Literal) and type(node.value) in types
+
+        if name in ("contains", "startswith", "endswith") and not is_lit(args[1], str):
+            raise self.err(f"the second argument of {name}() must be a string literal", args[1].pos)
+        if name == "round" and len(args) == 2 and not is_lit(args[1], int):
+            raise self.err(
+                "the second argument of round() (digits) must be an integer literal", args[1].pos
+            )
+        if name == "json_get":
+            for arg in args[1:]:
+                if not is_lit(arg, str, int):
+                    raise self.err(
+                        "json_get() keys must be string literals (object keys) "
+                        "or integer literals (array indexes)",
+                        arg.pos,
+                    )
