@@ -2,6 +2,60 @@
 
 A rollout card keeps every episode and step, declares each reporting rule as data
 that can be replayed, lists everything dropped, and states the release scope.
+
+    import rollout_cards as rc
+    card = rc.open("fixtures/cards/synthetic")
+    card.episodes(columns=["agent", "status"])
 """
 
+from . import errors
+from .errors import (
+    CardFormatError,
+    ExpressionError,
+    ManifestError,
+    RolloutCardError,
+    RuleError,
+    SourceFormatError,
+    StatisticsError,
+    TableSchemaError,
+    UnsafeArchiveError,
+    UnsupportedFormatError,
+    WriterError,
+)
+from .io.finalize import recover_card
+from .io.reader import Card
+from .io.reader import open_card as open
+from .io.writer import CardWriter, EpisodeWriter
+from .model.card import CardManifest, Drop, Plan, Provenance, Scope
+from .tables import FORMAT, StepKind, TerminalStatus
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "FORMAT",
+    "Card",
+    "CardFormatError",
+    "CardManifest",
+    "CardWriter",
+    "Drop",
+    "EpisodeWriter",
+    "ExpressionError",
+    "ManifestError",
+    "Plan",
+    "Provenance",
+    "RolloutCardError",
+    "RuleError",
+    "Scope",
+    "SourceFormatError",
+    "StatisticsError",
+    "StepKind",
+    "TableSchemaError",
+    "TerminalStatus",
+    "UnsafeArchiveError",
+    "UnsupportedFormatError",
+    "WriterError",
+    "__version__",
+    "errors",
+    "open",
+    "recover_card",
+]
