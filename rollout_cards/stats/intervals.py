@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from scipy import stats
 
 from rollout_cards.errors import StatisticsError
@@ -232,9 +233,14 @@ def t_interval(
     n: int,
     n_units: int,
     details: Mapping[str, Any] | None = None,
+    no_variation: bool = False,
 ) -> Interval:
-    """estimate ± t_{df, (1+level)/2} · se, or undefined when se is 0 (no variation)."""
-    if se <= 0.0:
+    """estimate ± t_{df, (1+level)/2} · se; undefined when there is no variation.
+
+    Callers pass `no_variation=True` when the unit-level scores are equal up to
+    rounding, so float noise never turns "no variation" into a 1e-17-wide interval.
+    """
+    if no_variation or se <= 0.0:
         return undefined_interval(
             method, level, n, n_units, REASON_NO_VARIATION, estimate=estimate, details=details
         )
@@ -251,6 +257,11 @@ def t_interval(
         df=df,
         details=dict(details or {}),
     )
+
+
+def negligible(deviations: np.ndarray, scale: float) -> bool:
+    """True if every deviation is rounding noise relative to `scale` (or exactly zero)."""
+    return bool(np.max(np.abs(deviations), initial=0.0) <= 1e-12 * scale)
 
 
 def cluster_t_interval(units: UnitStats, level: float = 0.95) -> Interval:
@@ -278,4 +289,17 @@ def cluster_t_interval(units: UnitStats, level: float = 0.95) -> Interval:
         # Σ(y−ȳ)² from sums of squares can cancel slightly below zero; clamp it.
         ss = max(0.0, float(units.sumsq.sum()) - n * mean * mean)
         details["se_iid"] = math.sqrt(ss / (n - 1) / n)
-    return t_interval(mean, se, c - 1, level, method="cluster_t", n=n, n_units=c, details=details)
+    # Cluster scores are all zero exactly when every unit has the same mean.
+    means = units.unit_means
+    flat = negligible(means - mean, float(np.max(np.abs(means))))
+    return t_interval(
+        mean,
+        se,
+        c - 1,
+        level,
+        method="cluster_t",
+        n=n,
+        n_units=c,
+        details=details,
+        no_variation=flat,
+    )

@@ -22,6 +22,7 @@ from rollout_cards.stats.intervals import (
     REASON_NO_DATA,
     REASON_ONE_UNIT,
     Interval,
+    negligible,
     t_interval,
     undefined_interval,
 )
@@ -117,8 +118,21 @@ def _compare(
     details["se_unpaired"] = se_unpaired
     if not one_per_unit:
         details["correction"] = "C/(C-1)"
+    # |ua_c| ≤ 2·max|unit mean|·(largest unit share), so rounding noise is far below this.
+    scale = float(
+        (np.max(np.abs(a.unit_means)) + np.max(np.abs(b.unit_means)))
+        * max(a.counts.max() / a.n, b.counts.max() / b.n)
+    )
     interval = t_interval(
-        diff, se_paired, m - 1, level, method=method, n=n, n_units=m, details=details
+        diff,
+        se_paired,
+        m - 1,
+        level,
+        method=method,
+        n=n,
+        n_units=m,
+        details=details,
+        no_variation=negligible(ua - ub, scale),
     )
     return PairedDifference(
         diff,
