@@ -12,7 +12,9 @@ The library raises only these; the CLI maps them to messages and exit codes.
     │   └── ExpressionError        an expression in a rule cannot be parsed or compiled
     ├── StatisticsError            a statistic is not defined for its input
     ├── SourceFormatError          an importer's source file cannot be mapped
-    └── UnsafeArchiveError         a packed card breaks a safety rule
+    ├── UnsafeArchiveError         a packed card breaks a safety rule (names the member and rule)
+    ├── RedactionSpecError         a redaction spec cannot be read or applied to a card
+    └── SignatureError             a card's signature is missing, malformed or does not verify
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ __all__ = [
     "ExpressionError",
     "ManifestError",
     "Problem",
+    "RedactionSpecError",
     "RolloutCardError",
     "RuleError",
+    "SignatureError",
     "SourceFormatError",
     "StatisticsError",
     "TableSchemaError",
@@ -122,8 +126,19 @@ class SourceFormatError(RolloutCardError):
 
 
 class UnsafeArchiveError(RolloutCardError):
-    """A packed card breaks a safety rule (path, link, size, ratio or integrity)."""
+    """A packed card breaks a safety rule (path, link, size, ratio or integrity);
+    `member` names the member and `rule` the kebab-case rule it broke."""
 
-    def __init__(self, message: str, *, member: str | None = None):
+    def __init__(self, message: str, *, member: str | None = None, rule: str | None = None):
         self.member = member
-        super().__init__(f"{member}: {message}" if member else message)
+        self.rule = rule
+        text = f"{member}: {message}" if member else message
+        super().__init__(f"{text} [{rule}]" if rule else text)
+
+
+class RedactionSpecError(RolloutCardError):
+    """A redaction spec is invalid or does not fit the card (names the file and the entry)."""
+
+
+class SignatureError(RolloutCardError):
+    """A card's detached signature is missing, malformed, or does not verify."""
