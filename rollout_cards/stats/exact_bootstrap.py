@@ -33,10 +33,14 @@ from rollout_cards.stats.intervals import Interval, undefined_interval
 from rollout_cards.stats.units import UnitStats
 
 __all__ = [
+    "MAX_EXACT_UNITS",
     "BootstrapDistribution",
     "exact_bootstrap_distribution",
     "exact_bootstrap_interval",
 ]
+
+# Beyond 15 units C! and Cᶜ no longer fit int64 weights (and C(2C−1, C) > 7·10⁷ anyway).
+MAX_EXACT_UNITS = 15
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,7 +53,7 @@ class BootstrapDistribution:
     counts: np.ndarray
     total: int
     n_units: int
-    distinct_resamples: int
+    multisets: int
     statistic: str
     tolerance: float
 
@@ -75,6 +79,11 @@ class BootstrapDistribution:
 
 def _multisets(c: int, max_multisets: int) -> tuple[np.ndarray, np.ndarray]:
     """All size-c multisets of c units (rows of sorted indices) and their multinomial weights."""
+    if c > MAX_EXACT_UNITS:
+        raise StatisticsError(
+            f"exact bootstrap supports at most {MAX_EXACT_UNITS} units, got {c}; "
+            "use bootstrap_interval instead"
+        )
     m = math.comb(2 * c - 1, c)
     if m > max_multisets:
         raise StatisticsError(
@@ -127,7 +136,7 @@ def exact_bootstrap_distribution(
         counts=np.add.reduceat(weights, starts),
         total=units.size**units.size,
         n_units=units.size,
-        distinct_resamples=int(idx.shape[0]),
+        multisets=int(idx.shape[0]),
         statistic=name,
         tolerance=tolerance,
     )
@@ -158,7 +167,7 @@ def exact_bootstrap_interval(
     estimate = estimate_of(statistic, units)
     details = {
         "resamples": dist.total,
-        "distinct_resamples": dist.distinct_resamples,
+        "multisets": dist.multisets,
         "enumeration": "multisets with multinomial weights",
         "quantile_method": quantile_method,
         "statistic": name,

@@ -30,7 +30,7 @@ def test_exact_distribution_counts():
     assert dist.total == 27
     assert dist.values == pytest.approx([-0.01, 0.0, 0.01, 0.02, 0.03, 0.04, 0.05], abs=1e-12)
     assert dist.counts.tolist() == [1, 3, 6, 7, 6, 3, 1]
-    assert dist.distinct_resamples == 10  # C(5, 3) multisets instead of 27 orderings
+    assert dist.multisets == 10  # C(5, 3) multisets instead of 27 orderings
 
 
 def test_exact_probability_at_or_below_zero():
@@ -78,13 +78,16 @@ def test_exact_ten_units_is_fast():
     iv = exact_bootstrap_interval(x)
     assert time.perf_counter() - start < 5.0
     assert iv.details["resamples"] == 10**10
-    assert iv.details["distinct_resamples"] == math.comb(19, 10)
+    assert iv.details["multisets"] == math.comb(19, 10)
     assert exact_bootstrap_distribution(x).counts.sum() == 10**10
 
 
 def test_exact_cap_raises():
     with pytest.raises(StatisticsError, match="bootstrap_interval"):
         exact_bootstrap_interval(np.arange(12.0), max_multisets=200_000)
+    # A raised cap still cannot overflow the integer weights.
+    with pytest.raises(StatisticsError, match="at most 15 units"):
+        exact_bootstrap_interval(np.arange(16.0), max_multisets=10**12)
 
 
 def test_exact_ratio_weights_units_by_size():
