@@ -123,6 +123,9 @@ def _compare(
         (np.max(np.abs(a.unit_means)) + np.max(np.abs(b.unit_means)))
         * max(a.counts.max() / a.n, b.counts.max() / b.n)
     )
+    flat = negligible(ua - ub, scale)
+    if flat:
+        se_paired = 0.0  # report the exact zero, not rounding noise
     interval = t_interval(
         diff,
         se_paired,
@@ -132,7 +135,7 @@ def _compare(
         n=n,
         n_units=m,
         details=details,
-        no_variation=negligible(ua - ub, scale),
+        no_variation=flat,
     )
     return PairedDifference(
         diff,

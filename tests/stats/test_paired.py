@@ -87,7 +87,10 @@ def test_no_shared_units_is_undefined():
 
 def test_identical_systems_have_no_variation():
     r = paired_difference([0.1, 0.5, 0.9], [0.1, 0.5, 0.9])
-    assert r.difference == 0.0
+    assert r.difference == 0.0 and r.se_paired == 0.0
+    # A constant shift, summed with rounding noise, is still no variation.
+    r = paired_difference([0.3, 0.7, 1.1], [0.2, 0.6, 1.0])
+    assert r.difference == pytest.approx(0.1) and r.se_paired == 0.0
     assert not r.interval.defined and "no variation" in r.interval.reason
 
 
