@@ -105,7 +105,7 @@ EPISODE_COLUMNS: tuple[Column, ...] = (
     Column("error_type", pa.string(), False, "Exception type or error class when status is error."),
     Column("error_message", pa.string(), False, "Error message when status is not completed."),
     Column("error_traceback", pa.string(), False, "Traceback of the error, when one was captured."),
-    Column("episode_digest", pa.string(), False, "sha256 of the episode's steps as first written; survives redaction."),
+    Column("episode_digest", pa.string(), False, "sha256 of the episode's original steps, set by redaction so a redacted episode keeps one."),
 )
 
 STEP_COLUMNS: tuple[Column, ...] = (

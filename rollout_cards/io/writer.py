@@ -68,12 +68,6 @@ def to_micros(t: datetime | None) -> int | None:
     return (t - _EPOCH) // timedelta(microseconds=1)
 
 
-def step_digest_line(row: tuple[Any, ...]) -> bytes:
-    """One step's contribution to `episode_digest`: its standard columns after
-    `episode_id`, timestamps as epoch microseconds, as a compact JSON array and a newline."""
-    return (json.dumps(row[1:], separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-
-
 def _json_text(value: Any, what: str) -> str | None:
     if value is None:
         return None
@@ -114,7 +108,6 @@ class EpisodeWriter:
         self._suppress = suppress
         self._seq = 0
         self._calls: set[str] = set()
-        self._digest = hashlib.sha256()
         self._tokens = [0, 0, 0.0]
         self._tokens_seen = False
         self.ended = False
@@ -143,41 +136,45 @@ class EpisodeWriter:
         payload: Any = None,
     ) -> int:
         """Append a step of any kind; returns its `seq`. The typed helpers below call this."""
+        # This is the hot path of a live harness: keep it to checks and one tuple append.
         if self.ended:
             raise WriterError(f"episode {self.episode_id!r} has ended; no step may follow its end")
         if kind not in _KINDS:
             raise WriterError(f"unknown step kind {kind!r}; use one of {', '.join(sorted(_KINDS))}")
-        if content is not None and not isinstance(content, str):
+        if content is not None and type(content) is not str and not isinstance(content, str):
             raise WriterError(f"content must be text, got {type(content).__name__}")
-        if cost_usd is not None and not math.isfinite(cost_usd):
-            raise WriterError("cost_usd must be finite")
-        micros = to_micros(t) if t is not None else self._card._clock()
-        seq = self._seq
-        row = (
-            self.episode_id,
-            seq,
-            kind,
-            micros,
-            role,
-            agent,
-            name,
-            call_id,
-            content,
-            _json_text(args, "args"),
-            is_error,
-            input_tokens,
-            output_tokens,
-            cost_usd,
-            _json_text(payload, "payload"),
-        )
-        self._digest.update(step_digest_line(row))
+        card = self._card
+        micros = card._clock() if t is None else to_micros(t)
         if input_tokens is not None or output_tokens is not None or cost_usd is not None:
+            if cost_usd is not None and not math.isfinite(cost_usd):
+                raise WriterError("cost_usd must be finite")
             self._tokens_seen = True
             self._tokens[0] += input_tokens or 0
             self._tokens[1] += output_tokens or 0
             self._tokens[2] += cost_usd or 0.0
-        self._seq += 1
-        self._card._append_step(row)
+        seq = self._seq
+        self._seq = seq + 1
+        card._buffer.append(
+            (
+                self._row["episode_id"],
+                seq,
+                kind,
+                micros,
+                role,
+                agent,
+                name,
+                call_id,
+                content,
+                None if args is None else _json_text(args, "args"),
+                is_error,
+                input_tokens,
+                output_tokens,
+                cost_usd,
+                None if payload is None else _json_text(payload, "payload"),
+            )
+        )
+        if len(card._buffer) >= card._flush_rows:
+            card._flush_steps()
         return seq
 
     def message(self, role: str, content: str | None, **fields: Any) -> int:
@@ -282,7 +279,6 @@ class EpisodeWriter:
         row["error_traceback"] = traceback
         row["ended_at"] = to_micros(t) if t is not None else self._card._clock()
         row["n_steps"] = self._seq
-        row["episode_digest"] = self._digest.hexdigest()
         if self._tokens_seen:
             row.setdefault("input_tokens", self._tokens[0])
             row.setdefault("output_tokens", self._tokens[1])
@@ -402,11 +398,6 @@ class CardWriter:
     # -- clock and buffers -------------------------------------------------------------------
     def _clock(self) -> int | None:
         return time.time_ns() // 1000 if self._timestamps else None
-
-    def _append_step(self, row: tuple[Any, ...]) -> None:
-        self._buffer.append(row)
-        if len(self._buffer) >= self._flush_rows:
-            self._flush_steps()
 
     def _flush_steps(self) -> None:
         if not self._buffer:
