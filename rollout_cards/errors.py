@@ -12,6 +12,7 @@ The library raises only these; the CLI maps them to messages and exit codes.
     │   └── ExpressionError        an expression in a rule cannot be parsed or compiled
     ├── StatisticsError            a statistic is not defined for its input
     ├── SourceFormatError          an importer's source file cannot be mapped
+    ├── ImporterError              no importer for the format, or its options cannot be used
     ├── UnsafeArchiveError         a packed card breaks a safety rule (names the member and rule)
     ├── RedactionSpecError         a redaction spec cannot be read or applied to a card
     └── SignatureError             a card's signature is missing, malformed or does not verify
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 __all__ = [
     "CardFormatError",
     "ExpressionError",
+    "ImporterError",
     "ManifestError",
     "Problem",
     "RedactionSpecError",
@@ -123,6 +125,10 @@ class SourceFormatError(RolloutCardError):
         self.record = record
         where = ", ".join(x for x in (file, f"record {record}" if record is not None else None) if x)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class ImporterError(RolloutCardError):
+    """No importer is registered for a format, or an importer's options or mapping file are unusable."""
 
 
 class UnsafeArchiveError(RolloutCardError):
