@@ -164,6 +164,10 @@ def walk(node: Node) -> Iterator[Node]:
         stack.extend(n.children())
 
 
+def _is_kw(tok: Token, word: str) -> bool:
+    return tok.kind == "kw" and tok.value == word
+
+
 def _suggest(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
@@ -257,7 +261,7 @@ class Parser:
                 return _PREC_AND
             if tok.value == "in":
                 return _PREC_CMP
-            if tok.value == "not" and self.peek(1).kind == "kw" and self.peek(1).value == "in":
+            if tok.value == "not" and _is_kw(self.peek(1), "in"):
                 return _PREC_CMP
             if tok.value == "is":
                 raise self.err(_UNSUPPORTED_WORDS["is"], tok.pos)
@@ -303,7 +307,7 @@ class Parser:
             elif tok.kind == "kw" and tok.value == "in":
                 self.advance()
                 parts.append(("in", tok.pos, self.in_list()))
-            elif tok.kind == "kw" and tok.value == "not" and self.peek(1).value == "in":
+            elif tok.kind == "kw" and tok.value == "not" and _is_kw(self.peek(1), "in"):
                 self.advance()
                 self.advance()
                 parts.append(("not in", tok.pos, self.in_list()))
@@ -381,7 +385,7 @@ class Parser:
     def prefix(self, min_prec: int) -> Node:
         tok = self.peek()
         if tok.kind == "kw" and tok.value == "not":
-            if self.peek(1).kind == "kw" and self.peek(1).value == "in":
+            if _is_kw(self.peek(1), "in"):
                 raise self.err("'not in' needs a left operand", tok.pos)
             if min_prec > _PREC_NOT:
                 raise self.err("'not' cannot appear here; put it in parentheses: (not …)", tok.pos)
@@ -393,7 +397,7 @@ class Parser:
         if tok.kind == "op" and tok.value == "-":
             self.advance()
             nxt = self.peek()
-            if nxt.kind in ("int", "float") and nxt.pos == tok.end:
+            if nxt.kind in ("int", "float"):
                 self.advance()
                 return self.postfix(self.literal(-nxt.value, tok.pos))  # type: ignore[operator]
             self.enter(tok.pos)

@@ -543,7 +543,8 @@ class _ArrayBackend:
         return pc.call_function(function, args, options)
 
     def cast(self, x: Any, t: pa.DataType) -> Any:
-        return pc.cast(x, t)
+        # int -> float64 rounds like Python's float(int) instead of failing above 2**53
+        return pc.cast(x, t, safe=t != FLOAT)
 
 
 class _ExpressionBackend:
@@ -561,7 +562,7 @@ class _ExpressionBackend:
         return pc.Expression._call(function, list(args), options)
 
     def cast(self, x: Any, t: pa.DataType) -> Any:
-        return x.cast(t)
+        return x.cast(t, safe=t != FLOAT)
 
 
 _ARITH = {"+": "add", "-": "subtract", "*": "multiply"}
@@ -690,6 +691,14 @@ class _Emitter:
             values = [self.typed(a, result) for a in args]
             if name == "coalesce":
                 return b.call("coalesce", values)
+            if _kind(result) == "temporal":
+                # no element-wise min/max kernel for every temporal type: pairwise
+                # if_else, which is null as soon as a comparison is
+                keep_first = "less_equal" if name == "min" else "greater_equal"
+                acc = values[0]
+                for value in values[1:]:
+                    acc = b.call("if_else", [b.call(keep_first, [acc, value]), acc, value])
+                return acc
             options = pc.ElementWiseAggregateOptions(skip_nulls=False)
             return b.call(f"{name}_element_wise", values, options)
         if name in ("lower", "upper"):
