@@ -83,12 +83,16 @@ class WriterError(RolloutCardError):
 
 
 class RuleError(RolloutCardError):
-    """A rule file cannot be read, validated or applied."""
+    """A rule file cannot be read, validated or applied; `file`, `line` and `key` locate it."""
 
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
+    def __init__(
+        self, message: str, *, file: str | None = None, key: str | None = None, line: int | None = None
+    ):
         self.file = file
         self.key = key
-        where = ": ".join(x for x in (file, key) if x)
+        self.line = line
+        place = f"{file}:{line}" if file and line else (file or (f"line {line}" if line else None))
+        where = ": ".join(x for x in (place, key) if x)
         super().__init__(f"{where}: {message}" if where else message)
 
 
