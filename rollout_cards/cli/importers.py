@@ -1,0 +1,98 @@
+"""`rcard import FORMAT SOURCE... -o DIR`: turn other tools' logs into a rollout card."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import ImporterError
+from ..importers.run import import_source
+from ..importers.session import ImportResult
+from . import app, run
+
+
+class ImportFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ImporterError(f"{flag} takes KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _options(predictions: Path | None, mapping: Path | None, fields: list[str], option: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = _pairs(option, "--option")
+    if predictions is not None:
+        options["predictions"] = str(predictions)
+    if mapping is not None:
+        options["mapping"] = str(mapping)
+    if fields:
+        options["fields"] = _pairs(fields, "--field")
+    return options
+
+
+@app.command("import")
+def import_command(
+    format: Annotated[str, typer.Argument(help="Source format: tau-bench, inspect, swe-bench, chat-jsonl, atif, or one added by a plug-in.")],
+    sources: Annotated[list[Path], typer.Argument(help="Source files.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory of the new card (must not exist or be empty).")],
+    card_id: Annotated[str | None, typer.Option("--id", help="Card id (default: the output directory's name).")] = None,
+    title: Annotated[str | None, typer.Option(help="Card title.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent name for every episode (default: from the source).")] = None,
+    keep_going: Annotated[bool, typer.Option("--keep-going", help="Leave out records that cannot be mapped and declare them as a source_malformed drop.")] = False,
+    url: Annotated[list[str] | None, typer.Option("--url", help="Where each source was published, in source order (repeatable).")] = None,
+    predictions: Annotated[Path | None, typer.Option(help="swe-bench: the predictions file (JSON or JSONL) whose patches become artifacts.")] = None,
+    mapping: Annotated[Path | None, typer.Option(help="chat-jsonl / atif: YAML or JSON file naming the id, task, agent, trial, status and score fields.")] = None,
+    field: Annotated[list[str] | None, typer.Option("--field", help="chat-jsonl / atif: KEY=PATH, e.g. task=metadata.task_id or score.reward=reward (repeatable).")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="Importer-specific KEY=VALUE (repeatable).")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing card at --out.")] = False,
+    format_: Annotated[ImportFormat, typer.Option("--format", "-f", help="Output format of the summary.")] = ImportFormat.text,
+) -> None:
+    """Import tau-bench, Inspect, SWE-bench, chat JSONL or ATIF logs into a new card.
+
+    The card is written to a temporary directory and renamed into place at the end;
+    on bad input nothing is left behind and the exit code is 1.
+    """
+    result: ImportResult = run(
+        lambda: import_source(
+            format,
+            sources,
+            out,
+            card_id=card_id,
+            title=title,
+            agent=agent,
+            keep_going=keep_going,
+            urls=url or [],
+            options=_options(predictions, mapping, field or [], option or []),
+            overwrite=overwrite,
+        )
+    )
+    if format_ is ImportFormat.json:
+        typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
+        return
+    typer.echo(_render(result), nl=False)
+
+
+def _render(result: ImportResult) -> str:
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
+    lines = [f"imported {result.episodes} episodes ({statuses}), {result.steps} steps into {result.path}"]
+    for rule in result.rules:
+        reported = "; ".join(
+            f"{', '.join(f'{k}={v}' for k, v in r['group'].items())}: {r['value']:.6g}" for r in rule["reported"]
+        )
+        lines.append(f"  rule {rule['rule']} ({rule['kind']})" + (f": {reported}" if reported else ""))
+    if result.malformed:
+        lines.append(f"  {len(result.malformed)} malformed record(s) left out (declared as a source_malformed drop)")
+    lines.append(f"  {len(result.drops)} drops declared")
+    lines.extend(f"  note: {note}" for note in result.notes)
+    return "\n".join(lines) + "\n"

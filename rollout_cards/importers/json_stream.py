@@ -1,0 +1,242 @@
+"""Read large JSON documents value by value, so an importer never holds a whole file.
+
+`JsonStream` decodes UTF-8 incrementally into a sliding text buffer and parses one
+JSON value at a time with `json.JSONDecoder.raw_decode`; `array_items()` and
+`object_keys()` walk the containers around those values. Memory is bounded by the
+largest single value (capped by `max_value_chars`), not by the file.
+
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path))
+        for index, record in stream.array_items():
+            ...
+        stream.end()
+
+A truncated file, a syntax error or a value over the cap raises `SourceFormatError`
+naming the file and the record index. NaN and Infinity are refused (not JSON).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from ..errors import SourceFormatError
+
+__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl"]
+
+#: One record larger than this (in characters) is refused rather than buffered.
+DEFAULT_MAX_VALUE_CHARS = 1 << 30
+_CHUNK = 1 << 20
+_WS = re.compile(r"[ \t\n\r]*")
+# A parse error this close to the end of the buffer may just be a value cut by the buffer.
+_TAIL = 16
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+class JsonStream:
+    """A pull parser over a binary file holding one JSON document."""
+
+    def __init__(self, fh: BinaryIO, name: str, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS):
+        self._fh = fh
+        self.name = name
+        self._decode = codecs.getincrementaldecoder("utf-8")("strict")
+        self._buf = ""
+        self._pos = 0
+        self._base = 0  # characters dropped from the front of the buffer so far
+        self._eof = False
+        self._max = max_value_chars
+        self.record: str | None = None  # label used in error messages
+
+    # -- buffer ---------------------------------------------------------------------
+    def _error(self, message: str) -> SourceFormatError:
+        return SourceFormatError(message, file=self.name, record=self.record)
+
+    def _fill(self, at_least: int = _CHUNK) -> bool:
+        """Append at least `at_least` more bytes' worth of text; False at end of file."""
+        if self._eof:
+            return False
+        if self._pos > _CHUNK and self._pos * 2 > len(self._buf):
+            self._base += self._pos
+            self._buf = self._buf[self._pos :]
+            self._pos = 0
+        raw = self._fh.read(max(at_least, _CHUNK))
+        try:
+            text = self._decode.decode(raw, final=not raw)
+        except UnicodeDecodeError as exc:
+            raise self._error(
+                f"is not valid UTF-8 near character {self._base + len(self._buf)}: {exc.reason}"
+            ) from None
+        if not raw:
+            self._eof = True
+        self._buf += text
+        return bool(raw) or bool(text)
+
+    def _skip_ws(self) -> None:
+        while True:
+            self._pos = _WS.match(self._buf, self._pos).end()  # type: ignore[union-attr]
+            if self._pos < len(self._buf) or not self._fill():
+                return
+
+    def peek(self) -> str:
+        """The next non-whitespace character, or '' at the end of the file."""
+        self._skip_ws()
+        return self._buf[self._pos] if self._pos < len(self._buf) else ""
+
+    def offset(self) -> int:
+        """Character offset of the parser in the file."""
+        return self._base + self._pos
+
+    def expect(self, char: str, what: str) -> None:
+        """Consume `char` (after whitespace) or fail saying `what` was expected."""
+        got = self.peek()
+        if got != char:
+            raise self._unexpected(got, what)
+        self._pos += 1
+
+    def _unexpected(self, got: str, what: str) -> SourceFormatError:
+        if not got:
+            return self._error(f"ends before {what} (the file is truncated)")
+        return self._error(f"expected {what} at character {self.offset()}, found {got!r}")
+
+    # -- values -------------------------------------------------------------------
+    def read_value(self) -> Any:
+        """Parse and return the next JSON value."""
+        self._skip_ws()
+        while True:
+            start = self._pos
+            try:
+                value, end = _DECODER.raw_decode(self._buf, start)
+            except json.JSONDecodeError as exc:
+                cut = exc.msg.startswith("Unterminated string") or exc.pos >= len(self._buf) - _TAIL
+                if cut and not self._eof:
+                    self._grow(start)
+                    continue
+                if cut:
+                    raise self._error(f"ends inside a JSON value (is the file truncated?): {exc.msg}") from None
+                raise self._error(
+                    f"is not valid JSON at character {self._base + exc.pos}: {exc.msg}"
+                ) from None
+            except ValueError as exc:  # NaN / Infinity
+                raise self._error(f"is not valid JSON at character {self.offset()}: {exc}") from None
+            except RecursionError:
+                raise self._error(f"nests JSON too deeply at character {self.offset()}") from None
+            # A number that ends exactly at the end of the buffer may continue in the next chunk.
+            if end == len(self._buf) and not self._eof and type(value) in (int, float):
+                self._grow(start)
+                continue
+            self._pos = end
+            return value
+
+    def _grow(self, start: int) -> None:
+        held = len(self._buf) - start
+        if held > self._max:
+            raise self._error(
+                f"has a JSON value of more than {self._max} characters at character "
+                f"{self._base + start}; refusing to buffer it (raise the limit if the file is trusted)"
+            )
+        self._fill(max(_CHUNK, held))
+
+    # -- containers ---------------------------------------------------------------
+    def array_items(self, *, label: str = "{}") -> Iterator[tuple[int, Any]]:
+        """Yield (index, value) for each element of the array that starts here.
+
+        `label` formats the record name used in errors (e.g. "samples[{}]").
+        """
+        self.expect("[", "a JSON array '['")
+        index = 0
+        if self.peek() == "]":
+            self._pos += 1
+            return
+        while True:
+            self.record = label.format(index)
+            value = self.read_value()
+            yield index, value
+            index += 1
+            self.record = label.format(index)
+            got = self.peek()
+            if got == ",":
+                self._pos += 1
+                continue
+            if got == "]":
+                self._pos += 1
+                self.record = None
+                return
+            raise self._unexpected(got, "',' or ']' after an array element")
+
+    def object_keys(self) -> Iterator[str]:
+        """Yield each key of the object that starts here; the caller must consume its value
+        (`read_value`, `array_items` or `skip_value`) before asking for the next key."""
+        self.expect("{", "a JSON object '{'")
+        if self.peek() == "}":
+            self._pos += 1
+            return
+        while True:
+            if self.peek() != '"':
+                raise self._unexpected(self.peek(), "an object key")
+            key = self.read_value()
+            self.expect(":", "':' after an object key")
+            yield key
+            got = self.peek()
+            if got == ",":
+                self._pos += 1
+                continue
+            if got == "}":
+                self._pos += 1
+                return
+            raise self._unexpected(got, "',' or '}' after an object member")
+
+    def skip_value(self) -> None:
+        """Consume the next value without keeping it (arrays element by element)."""
+        if self.peek() == "[":
+            for _ in self.array_items():
+                pass
+        else:
+            self.read_value()
+
+    def end(self) -> None:
+        """Check that nothing but whitespace follows the document."""
+        self.record = None
+        got = self.peek()
+        if got:
+            raise self._error(f"has data after the end of the JSON document at character {self.offset()}")
+
+
+def iter_jsonl(fh: BinaryIO, name: str, *, max_line_bytes: int = DEFAULT_MAX_VALUE_CHARS) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, value) for each non-blank line of a JSON Lines file (1-based).
+
+    A line that is not valid JSON raises SourceFormatError naming the line; a last
+    line without its newline that does not parse is reported as a truncated file.
+    """
+    for number, raw in enumerate(_lines(fh, name, max_line_bytes), start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
+            truncated = " (the file is truncated)" if not raw.endswith(b"\n") else ""
+            raise SourceFormatError(f"is not valid JSON{truncated}: {detail}", file=name, record=f"line {number}") from None
+        yield number, value
+
+
+def _lines(fh: BinaryIO, name: str, limit: int) -> Iterator[bytes]:
+    number = 0
+    while True:
+        number += 1
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            raise SourceFormatError(
+                f"is longer than {limit} bytes; refusing to buffer it", file=name, record=f"line {number}"
+            )
+        yield line

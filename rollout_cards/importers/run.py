@@ -1,0 +1,78 @@
+"""`import_source`: run one importer end to end.
+
+Resolve the format, open an `ImportSession` on a temporary directory, let the
+importer read every source, then finish (tables, manifest, rename into place) —
+or, on any error, remove everything written so that no partial card is left.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImporterError, SourceFormatError
+from .base import ImportRequest
+from .registry import get_importer
+from .session import ImportResult, ImportSession
+
+__all__ = ["import_source"]
+
+
+def import_source(
+    format: str,
+    sources: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    *,
+    card_id: str | None = None,
+    title: str | None = None,
+    agent: str | None = None,
+    keep_going: bool = False,
+    urls: Sequence[str | None] = (),
+    options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    created: datetime | None = None,
+) -> ImportResult:
+    """Import `sources` (files of `format`) into a new card directory `out`.
+
+    `card_id` defaults to the output directory's name, `agent` overrides the agent
+    name the importer would take from the source, `urls[i]` is recorded as where
+    `sources[i]` was published, `options` are importer-specific (see
+    `rcard import --help`). With `keep_going`, records that cannot be mapped are left
+    out and declared as a `source_malformed` drop; otherwise the first one raises
+    SourceFormatError naming the file and record. Nothing is left at `out` on failure.
+    """
+    importer = get_importer(format)
+    paths = tuple(Path(s) for s in sources)
+    if not paths:
+        raise ImporterError("give at least one source file")
+    if len(urls) > len(paths):
+        raise ImporterError(f"{len(urls)} URLs given for {len(paths)} source file(s)")
+    for path in paths:
+        if not path.is_file():
+            raise SourceFormatError("does not exist or is not a regular file", file=str(path))
+    out_path = Path(out)
+    request = ImportRequest(sources=paths, urls=tuple(urls), agent=agent, options=dict(options or {}))
+    session = ImportSession(
+        out_path,
+        format=importer.name,
+        card_id=card_id or _card_id(out_path),
+        title=title or f"{importer.name} import of {', '.join(p.name for p in paths)}"[:200],
+        keep_going=keep_going,
+        overwrite=overwrite,
+        created=created,
+    )
+    try:
+        importer.read(request, session)
+        return session.finish()
+    except BaseException:
+        session.abort()
+        raise
+
+
+def _card_id(out: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", out.resolve().name).strip("-._")
+    return (name or "imported")[:128]

@@ -1,0 +1,471 @@
+"""What every import does, whatever the source format.
+
+An `ImportSession` writes the card into a hidden temporary directory beside the
+output and renames it into place only when the import succeeded, so a failed
+import leaves nothing behind. It
+
+- buffers episodes and steps and hands them to `CardWriter`'s bulk path in
+  chunks (memory stays bounded by the chunk, not by the source);
+- keeps every extra column to one type across the whole import;
+- records each source file's sha256, size and URL in provenance;
+- with `keep_going`, turns records that cannot be mapped into one
+  `source_malformed` drop per file with their count (otherwise the first bad
+  record stops the import with an error naming the file and the record);
+- declares rules (`add_rule`), artifacts, drops, provenance, plan and notes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+from ..errors import ImporterError, SourceFormatError, WriterError
+from ..io.finalize import refresh_manifest
+from ..io.hashing import sha256_file
+from ..io.writer import CardWriter
+from ..model.card import AgentInfo, Drop, Plan, Provenance, Software, SourceFile
+from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, TerminalStatus, steps_schema
+from .steps import StepBuffer
+
+__all__ = ["ImportResult", "ImportSession", "MalformedRecord"]
+
+_STATUSES = frozenset(s.value for s in TerminalStatus)
+_STANDARD = {c.name: c for c in EPISODE_COLUMNS}
+_DERIVED = ("n_steps",)
+_PY_KIND = {bool: "bool", int: "int", float: "float", str: "str"}
+_ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+_STEP_SCHEMA = steps_schema()
+_STEP_TYPES = [c.type for c in STEP_COLUMNS]
+_SHOWN_BAD = 5
+
+
+@dataclass(frozen=True)
+class MalformedRecord:
+    """A source record that could not be mapped (kept out of the card under --keep-going)."""
+
+    file: str
+    record: str | None
+    message: str
+
+
+@dataclass
+class ImportResult:
+    """What an import produced: where the card is and what went into it."""
+
+    path: Path
+    card_id: str
+    format: str
+    sources: list[SourceFile]
+    episodes: int
+    steps: int
+    statuses: dict[str, int]
+    rules: list[dict[str, Any]]
+    drops: list[Drop]
+    malformed: list[MalformedRecord]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as plain JSON data (for `rcard import --format json`)."""
+        return {
+            "card": str(self.path),
+            "id": self.card_id,
+            "format": self.format,
+            "sources": [s.model_dump(mode="json", exclude_none=True) for s in self.sources],
+            "episodes": self.episodes,
+            "steps": self.steps,
+            "statuses": dict(sorted(self.statuses.items())),
+            "rules": self.rules,
+            "drops": [d.model_dump(mode="json", exclude_none=True) for d in self.drops],
+            "malformed": [{"file": m.file, "record": m.record, "message": m.message} for m in self.malformed],
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class _Header:
+    provenance: dict[str, Any] = field(default_factory=dict)
+    agents: dict[str, AgentInfo] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)
+    plan: Plan | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    description: str | None = None
+
+
+class ImportSession:
+    """One import into a card directory `out` (see the module docstring)."""
+
+    def __init__(
+        self,
+        out: str | os.PathLike[str],
+        *,
+        format: str,
+        card_id: str,
+        title: str,
+        keep_going: bool = False,
+        overwrite: bool = False,
+        created: datetime | None = None,
+        chunk_episodes: int = 2000,
+        chunk_steps: int = 200_000,
+    ):
+        self.out = Path(out)
+        self.format = format
+        self.keep_going = keep_going
+        self._overwrite = overwrite
+        if self.out.exists() and (not self.out.is_dir() or any(self.out.iterdir())):
+            if not overwrite:
+                raise WriterError(f"{self.out} exists and is not empty; choose a new directory or pass --overwrite")
+            if not (self.out / "card.json").is_file():
+                raise WriterError(f"{self.out} is not a rollout card; refusing to overwrite it")
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.out.parent / f".{self.out.name}.rcard-import-{uuid.uuid4().hex[:12]}"
+        self._writer = CardWriter(
+            self._tmp,
+            id=card_id,
+            title=title,
+            timestamps=False,
+            created=created,
+            provenance={"generator": _generator(format)},
+        )
+        self.card_id = card_id
+        self._chunk_episodes = chunk_episodes
+        self._chunk_steps = chunk_steps
+        self._episodes: list[dict[str, Any]] = []
+        self._steps: list[tuple[Any, ...]] = []
+        self._types: dict[str, str] = {}
+        self._ids: set[str] = set()
+        self._statuses: Counter[str] = Counter()
+        self._n_episodes = 0
+        self._n_steps = 0
+        self._sources: list[SourceFile] = []
+        self._bad: list[MalformedRecord] = []
+        self._rules: list[dict[str, Any]] = []
+        self._drops: list[Drop] = []
+        self._notes: list[str] = []
+        self._header = _Header()
+        self._done = False
+
+    # -- provenance, plan, notes ---------------------------------------------------------
+    def add_source(self, path: Path, format: str, url: str | None = None) -> SourceFile:
+        """Hash a source file and record it in provenance (name only, no local directories)."""
+        try:
+            sha, size = sha256_file(path)
+        except OSError as exc:
+            raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+        source = SourceFile(name=path.name, format=format, sha256=sha, bytes=size, url=url)
+        self._sources.append(source)
+        return source
+
+    def set_software(self, key: str, software: Software | Mapping[str, Any] | None) -> None:
+        """Set provenance `harness` or `environment`."""
+        if key not in ("harness", "environment"):
+            raise ValueError(f"unknown provenance field {key!r}")
+        if software is not None:
+            self._header.provenance[key] = Software.model_validate(software).model_dump(mode="json", exclude_none=True)
+
+    def add_agent(self, info: AgentInfo | Mapping[str, Any]) -> None:
+        """Record an agent or model in provenance (the first description of a name wins)."""
+        agent = AgentInfo.model_validate(info)
+        self._header.agents.setdefault(agent.name, agent)
+
+    def add_packages(self, packages: Mapping[str, str]) -> None:
+        """Record package versions; conflicting versions of one package are all kept."""
+        for name, version in packages.items():
+            seen = self._header.packages.get(name)
+            if seen is None:
+                self._header.packages[name] = str(version)
+            elif str(version) not in seen.split(" | "):
+                self._header.packages[name] = f"{seen} | {version}"
+
+    def set_plan(self, plan: Plan | Mapping[str, Any] | None) -> None:
+        """Declare the intended grid (validated now)."""
+        self._header.plan = None if plan is None else Plan.model_validate(plan)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Set a card-level `meta` entry (free-form JSON that no tool interprets)."""
+        self._header.meta[key] = value
+
+    def set_description(self, text: str) -> None:
+        """The card's description."""
+        self._header.description = text
+
+    def note(self, text: str) -> None:
+        """Something of the source that was not mapped or needs a reader's attention."""
+        if text not in self._notes:
+            self._notes.append(text)
+
+    # -- columns --------------------------------------------------------------------------
+    def declare(self, column: str, kind: str) -> None:
+        """Fix the type of an extra column ('bool', 'int', 'float' or 'str') before any value."""
+        if kind not in _ARROW:
+            raise ValueError(f"unknown column kind {kind!r}")
+        seen = self._types.get(column)
+        if seen is not None and seen != kind and {seen, kind} != {"int", "float"}:
+            raise ValueError(f"{column} already has kind {seen}")
+        self._types[column] = "float" if {seen, kind} == {"int", "float"} else kind
+
+    def _check_extra(self, column: str, value: Any, record: StepBuffer) -> None:
+        kind = _PY_KIND.get(type(value))
+        if kind is None:
+            raise WriterError(f"{column}: importer produced a {type(value).__name__}; columns hold scalars")
+        if kind == "float" and not math.isfinite(value):
+            raise record.error(f"{column} is {value}, not a finite number")
+        seen = self._types.get(column)
+        if seen is None or seen == kind:
+            self._types[column] = kind
+        elif {seen, kind} == {"int", "float"}:
+            self._types[column] = "float"
+        else:
+            raise record.error(f"{column} holds {kind} here but {seen} in earlier records; a column keeps one type")
+
+    # -- episodes ---------------------------------------------------------------------------
+    def add_episode(self, row: Mapping[str, Any], steps: StepBuffer) -> None:
+        """Buffer one episode row (standard columns and score./cond./task./meta. extras) and
+        its steps; the row's episode_id must match the steps'."""
+        episode_id = row.get("episode_id")
+        if not isinstance(episode_id, str) or not episode_id or episode_id != steps.episode_id:
+            raise ValueError("episode row and steps disagree on episode_id")
+        if episode_id in self._ids:
+            raise steps.error(f"episode id {episode_id!r} occurs twice in the sources")
+        status = row.get("status")
+        if status not in _STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        if not isinstance(row.get("task_id"), str) or not row["task_id"]:
+            raise steps.error("the record has no task id")
+        out: dict[str, Any] = {}
+        for column, value in row.items():
+            if column in _STANDARD:
+                if column in _DERIVED:
+                    raise ValueError(f"{column} is derived from the steps")
+                out[column] = value
+            elif value is not None:
+                self._check_extra(column, value, steps)
+                out[column] = value
+        out["n_steps"] = len(steps.rows)
+        self._ids.add(episode_id)
+        self._episodes.append(out)
+        self._steps.extend(steps.rows)
+        self._statuses[status] += 1
+        self._n_episodes += 1
+        self._n_steps += len(steps.rows)
+        if len(self._episodes) >= self._chunk_episodes or len(self._steps) >= self._chunk_steps:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._episodes:
+            self._writer.write_episodes(self._episode_table(self._episodes))
+            self._episodes = []
+        if self._steps:
+            columns = list(zip(*self._steps, strict=True))
+            self._steps = []
+            arrays = [
+                pa.array(values, pa.string()).dictionary_encode() if pa.types.is_dictionary(t) else pa.array(values, t)
+                for values, t in zip(columns, _STEP_TYPES, strict=True)
+            ]
+            self._writer.write_steps(pa.Table.from_arrays(arrays, schema=_STEP_SCHEMA))
+
+    def _episode_table(self, rows: list[dict[str, Any]]) -> pa.Table:
+        names: dict[str, None] = {}
+        for row in rows:
+            names.update(dict.fromkeys(row))
+        arrays, fields = [], []
+        for name in names:
+            values = [row.get(name) for row in rows]
+            if name in _STANDARD:
+                col = _STANDARD[name]
+                typ = pa.string() if pa.types.is_dictionary(col.type) else col.type
+            else:
+                typ = _ARROW[self._types[name]]
+            arrays.append(pa.array(values, typ))
+            fields.append(pa.field(name, typ))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+    @property
+    def episodes_written(self) -> int:
+        """Episodes added so far."""
+        return self._n_episodes
+
+    @property
+    def steps_written(self) -> int:
+        """Steps added so far."""
+        return self._n_steps
+
+    def has_episode(self, episode_id: str) -> bool:
+        """Whether an episode with this id was added."""
+        return episode_id in self._ids
+
+    # -- bad records ---------------------------------------------------------------------------
+    @contextmanager
+    def record(self) -> Iterator[None]:
+        """Map one source record inside this block: with keep_going, a SourceFormatError raised
+        in it is counted as a malformed record and the import goes on; otherwise it propagates."""
+        try:
+            yield
+        except SourceFormatError as exc:
+            if not self.keep_going or exc.record is None:
+                raise
+            self._bad.append(MalformedRecord(exc.file or "?", exc.record, _reason(exc)))
+
+    def guard(self, items: Iterator[Any]) -> Iterator[Any]:
+        """Iterate a source stream; with keep_going, a broken stream (truncated file, syntax
+        error) ends the file and counts its unreadable rest as one malformed record."""
+        while True:
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            except SourceFormatError as exc:
+                if not self.keep_going or exc.record is None:
+                    raise
+                self._bad.append(
+                    MalformedRecord(exc.file or "?", exc.record, _reason(exc) + "; the rest of the file was not read")
+                )
+                return
+            yield item
+
+    @property
+    def malformed(self) -> list[MalformedRecord]:
+        """Records counted as malformed so far."""
+        return list(self._bad)
+
+    # -- rules, artifacts, drops ----------------------------------------------------------------
+    def add_rule(self, doc: Mapping[str, Any]) -> str:
+        """Write a rule (a dict in the rule-file layout) to rules/<id>.yaml; returns its id."""
+        text = yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
+        rule_id = self._writer.add_rule(f"rules/{doc.get('rule')}.yaml", text=text)
+        self._rules.append({"rule": rule_id, "kind": doc.get("kind"), "reported": doc.get("reported", [])})
+        return rule_id
+
+    def add_artifact(self, data: bytes) -> str:
+        """Store a blob under artifacts/<sha256>; returns the sha256."""
+        return self._writer.add_artifact(data)
+
+    def add_drop(self, **fields: Any) -> None:
+        """Declare something the card does not contain (fields of `Drop`)."""
+        drop = Drop.model_validate(fields)
+        self._writer.add_drop(drop)
+        self._drops.append(drop)
+
+    def declare_missing(self, target: str, reason: str, *, count: int | None = None) -> None:
+        """A column the source does not record at all (`source_missing`, `unavailable_source_field`)."""
+        self.add_drop(
+            target=target,
+            action="unobserved",
+            declaration="source_missing",
+            loss_class="unavailable_source_field",
+            reason=reason,
+            count=count,
+        )
+
+    def _malformed_drops(self) -> None:
+        by_file: dict[str, list[MalformedRecord]] = {}
+        for bad in self._bad:
+            by_file.setdefault(bad.file, []).append(bad)
+        for file, bad in by_file.items():
+            shown = "; ".join(f"record {b.record}: {b.message}" for b in bad[:_SHOWN_BAD])
+            more = f"; and {len(bad) - _SHOWN_BAD} more" if len(bad) > _SHOWN_BAD else ""
+            self.add_drop(
+                target="episodes",
+                action="omitted",
+                declaration="source_malformed",
+                loss_class="malformed_record",
+                reason=f"{len(bad)} record(s) of {Path(file).name} could not be mapped and were left out "
+                f"(imported with --keep-going): {shown}{more}",
+                count=len(bad),
+            )
+
+    # -- finishing ----------------------------------------------------------------------------
+    def finish(self) -> ImportResult:
+        """Write the tables and manifest and move the card into place; returns the result."""
+        if self._n_episodes == 0:
+            detail = f"; {len(self._bad)} malformed record(s) were left out" if self._bad else ""
+            raise SourceFormatError(
+                f"no episodes could be imported from {', '.join(s.name for s in self._sources) or 'the sources'}{detail}"
+            )
+        self._flush()
+        self._malformed_drops()
+        self._writer.close()
+        header = self._header
+        provenance = Provenance.model_validate(
+            {
+                "generator": _generator(self.format),
+                **header.provenance,
+                "agents": [a.model_dump(mode="json", exclude_none=True) for a in header.agents.values()],
+                "sources": [s.model_dump(mode="json", exclude_none=True) for s in self._sources],
+                "packages": dict(sorted(header.packages.items())),
+            }
+        )
+        meta = dict(header.meta)
+        meta["import"] = {"format": self.format, "notes": list(self._notes)}
+        changes: dict[str, Any] = {
+            "provenance": provenance.model_dump(mode="json", exclude_none=True),
+            "meta": meta,
+        }
+        if header.plan is not None:
+            changes["plan"] = header.plan.model_dump(mode="json", exclude_none=True)
+        if header.description:
+            changes["description"] = header.description
+        try:
+            manifest = refresh_manifest(self._tmp, **changes)
+        except ValueError as exc:  # pydantic: the importer built an invalid header
+            raise ImporterError(f"the imported card's manifest is invalid: {exc}") from None
+        self._move_into_place()
+        self._done = True
+        return ImportResult(
+            path=self.out,
+            card_id=manifest.id,
+            format=self.format,
+            sources=list(self._sources),
+            episodes=self._n_episodes,
+            steps=self._n_steps,
+            statuses=dict(self._statuses),
+            rules=list(self._rules),
+            drops=list(manifest.drops),
+            malformed=list(self._bad),
+            notes=list(self._notes),
+        )
+
+    def _move_into_place(self) -> None:
+        old = None
+        if self.out.exists():
+            if any(self.out.iterdir()):
+                old = self.out.parent / f".{self.out.name}.rcard-replaced-{uuid.uuid4().hex[:12]}"
+                os.rename(self.out, old)
+            else:
+                self.out.rmdir()
+        os.rename(self._tmp, self.out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def abort(self) -> None:
+        """Throw away everything written so far."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._writer.abort()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _reason(exc: SourceFormatError) -> str:
+    text = str(exc)
+    where = ", ".join(x for x in (exc.file, f"record {exc.record}" if exc.record is not None else None) if x)
+    return text[len(where) + 2 :] if where and text.startswith(where + ": ") else text
+
+
+def _generator(format: str) -> dict[str, Any]:
+    from .. import __version__
+
+    return {"name": f"rollout-cards import {format}", "version": __version__}

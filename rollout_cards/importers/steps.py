@@ -1,0 +1,138 @@
+"""The steps of one imported episode, built row by row in the steps table's column order.
+
+`StepBuffer` keeps the invariants the format needs while an importer maps a source
+record: `seq` contiguous from 0, call ids unique per episode, and every tool result
+linked to an earlier tool call — a result whose call id never appeared is a source
+error naming the file and the record, never a dangling row.
+
+Some sources reuse a call id within one episode (OpenAI models do; results follow
+their call). The n-th reuse of id X is stored as `X#n` with the source id kept in
+the payload's `source_call_id`, and a result is linked to the latest call with its
+id — the pairing the source's order gives. `reused_call_ids` counts these.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+from ..errors import SourceFormatError
+from ..io.writer import to_micros
+from ..tables import StepKind
+
+__all__ = ["StepBuffer", "json_text", "parse_timestamp"]
+
+_KINDS = frozenset(k.value for k in StepKind)
+
+
+def json_text(value: Any) -> str:
+    """Deterministic JSON text of a source value (sorted keys, UTF-8 kept, no NaN)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def parse_timestamp(value: Any, *, file: str, record: str | None) -> int | None:
+    """Epoch microseconds of an ISO 8601 timestamp with a UTC offset; None for None.
+
+    A timestamp without an offset is refused: guessing its time zone would invent data.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SourceFormatError(f"timestamp {value!r} is not a string", file=file, record=record)
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise SourceFormatError(f"timestamp {value[:60]!r} is not ISO 8601", file=file, record=record) from None
+    if t.tzinfo is None:
+        raise SourceFormatError(
+            f"timestamp {value[:60]!r} has no UTC offset; its time zone is unknown", file=file, record=record
+        )
+    return to_micros(t)
+
+
+class StepBuffer:
+    """Rows of the steps table for one episode (tuples in `STEP_COLUMNS` order)."""
+
+    __slots__ = ("_calls", "episode_id", "file", "record", "reused_call_ids", "rows")
+
+    def __init__(self, episode_id: str, *, file: str, record: str):
+        self.episode_id = episode_id
+        self.file = file
+        self.record = record
+        self.rows: list[tuple[Any, ...]] = []
+        self._calls: dict[str, str] = {}  # source call id -> stored id of its latest call
+        self.reused_call_ids = 0
+
+    def error(self, message: str) -> SourceFormatError:
+        """A SourceFormatError located at this buffer's file and record."""
+        return SourceFormatError(message, file=self.file, record=self.record)
+
+    def add(
+        self,
+        kind: str,
+        *,
+        role: str | None = None,
+        agent: str | None = None,
+        name: str | None = None,
+        call_id: str | None = None,
+        content: str | None = None,
+        args: str | None = None,
+        is_error: bool | None = None,
+        t: int | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cost_usd: float | None = None,
+        payload: Any = None,
+    ) -> int:
+        """Append a step; `args` is JSON text, `payload` any JSON value; returns its seq."""
+        if kind not in _KINDS:
+            raise ValueError(f"unknown step kind {kind!r}")  # an importer bug, not a source error
+        if content is not None and type(content) is not str:
+            raise self.error(f"step {len(self.rows)}: content is {type(content).__name__}, expected text")
+        for label, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if count is not None and (type(count) is not int or count < 0):
+                raise self.error(f"step {len(self.rows)}: {label} {count!r} is not a non-negative integer")
+        if cost_usd is not None and (not isinstance(cost_usd, (int, float)) or not math.isfinite(cost_usd)):
+            raise self.error(f"step {len(self.rows)}: cost {cost_usd!r} is not a finite number")
+        if payload is not None and type(payload) is not str:
+            try:
+                payload = json_text(payload)
+            except ValueError as exc:
+                raise self.error(f"step {len(self.rows)}: payload is not JSON-serialisable: {exc}") from None
+        seq = len(self.rows)
+        self.rows.append(
+            (self.episode_id, seq, kind, t, role, agent, name, call_id, content, args, is_error,
+             input_tokens, output_tokens, None if cost_usd is None else float(cost_usd), payload)
+        )
+        return seq
+
+    def tool_call(self, name: str | None, args: str | None, call_id: str | None, **fields: Any) -> int:
+        """A tool call; a reused call id is stored as `<id>#<n>` (see the module docstring)."""
+        if call_id is not None:
+            stored = call_id
+            if call_id in self._calls:
+                n = 2
+                while f"{call_id}#{n}" in self._calls.values():
+                    n += 1
+                stored = f"{call_id}#{n}"
+                fields["payload"] = {**(fields.get("payload") or {}), "source_call_id": call_id}
+                self.reused_call_ids += 1
+            self._calls[call_id] = stored
+            call_id = stored
+        return self.add("tool_call", name=name, args=args, call_id=call_id, **fields)
+
+    def tool_result(self, call_id: str, content: str | None, **fields: Any) -> int:
+        """The result of an earlier tool call of this episode (the latest one with this id)."""
+        stored = self._calls.get(call_id)
+        if stored is None:
+            raise self.error(
+                f"tool result refers to call id {call_id!r}, which no earlier tool call of the record issued"
+            )
+        if stored != call_id:
+            fields["payload"] = {**(fields.get("payload") or {}), "source_call_id": call_id}
+        return self.add("tool_result", call_id=stored, content=content, **fields)
+
+    def __len__(self) -> int:
+        return len(self.rows)
