@@ -31,8 +31,8 @@ __all__ = ["INTERRUPTED_ERROR_TYPE", "card_files", "finalize_card", "recover_car
 
 #: error_type given to episodes that were open when the writer stopped.
 INTERRUPTED_ERROR_TYPE = "WriterInterrupted"
-_ROW_GROUP = 128 * 1024
-_EPISODE_CHUNK = 50_000
+_ROW_GROUP = 64 * 1024
+_EPISODE_CHUNK = 10_000
 _ARROW_OF = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
 
 
