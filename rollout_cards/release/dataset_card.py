@@ -1,0 +1,279 @@
+"""A dataset card (README.md with Hugging Face front matter) generated from a card's manifest.
+
+`render_dataset_card(card)` returns the Markdown; `check_dataset_card(text, card)` checks
+its front matter offline (an SPDX license id that matches the card's, every data path
+present in the card, gated-access fields when the scope is gated) and returns the
+problems found. Every value taken from the card goes through `_cell`/`_text`, so a
+title or reason cannot break the Markdown layout or the YAML front matter.
+
+Rules are shown with their published (`reported`) numbers, labelled "as reported, not
+recomputed": this module has no rule engine to replay them (`rcard validate` does).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+
+from ..errors import CardFormatError, Problem
+from ..io.reader import Card, open_card
+from ..summary import summarize
+from ..tables import TerminalStatus
+from ._files import read_small_file
+
+__all__ = ["DatasetCard", "check_dataset_card", "front_matter", "hf_license", "render_dataset_card",
+           "write_dataset_card"]
+
+_STATUSES = [s.value for s in TerminalStatus]
+MAX_README_BYTES = 4 * 1024 * 1024
+
+
+def hf_license(spdx: str | None) -> dict[str, str]:
+    """Front-matter license fields: a single SPDX id lower-cased (as the Hub lists them),
+    `other` with `license_name` for a compound expression, `unknown` when none is declared."""
+    if not spdx:
+        return {"license": "unknown"}
+    if any(op in f" {spdx} " for op in (" OR ", " AND ", " WITH ")) or spdx.startswith("LicenseRef-"):
+        return {"license": "other", "license_name": spdx.lower().replace(" ", "-")}
+    return {"license": spdx.lower()}
+
+
+def front_matter(card: Card) -> dict[str, Any]:
+    """The YAML front matter of the dataset card, as data."""
+    m = card.manifest
+    tags = ["rollout-card", "agent-evaluation"]
+    if m.provenance.environment is not None:
+        tags.append(m.provenance.environment.name)
+    data: dict[str, Any] = {
+        **hf_license(m.scope.license),
+        "pretty_name": m.title,
+        "tags": tags,
+        "configs": [
+            {"config_name": table, "data_files": [{"split": "train", "path": list(getattr(m.tables, table).paths)}]}
+            for table in ("episodes", "steps")
+        ],
+    }
+    if m.scope.access.value == "gated":
+        data["extra_gated_prompt"] = m.scope.gate_prompt or (
+            f"Access to {m.title} is gated. Read the release scope below before requesting access.")
+        data["extra_gated_fields"] = dict(m.scope.gate_fields) or {"I agree to the release terms": "checkbox"}
+    return data
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return " ".join(text.replace("|", "\\|").replace("<", "&lt;").split())
+
+
+def _text(value: Any) -> str:
+    return "\n".join(line.replace("<", "&lt;") for line in str(value).splitlines())
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def _rules_section(card: Card) -> list[str]:
+    lines = ["## Reporting rules", ""]
+    if not card.manifest.rules:
+        return lines + ["No reporting rules are declared.", ""]
+    lines += ["Numbers are **as reported, not recomputed**: they are the values the card declares. "
+              "`rcard validate` replays each rule and checks them.", ""]
+    texts = card.rule_files()
+    for number, ref in enumerate(card.manifest.rules, 1):
+        try:
+            doc = yaml.safe_load(texts[ref.id])
+        except yaml.YAMLError:
+            doc = None
+        doc = doc if isinstance(doc, dict) else {}
+        agg = doc.get("aggregate") if isinstance(doc.get("aggregate"), dict) else {}
+        interval = agg.get("interval") if isinstance(agg.get("interval"), dict) else {}
+        method = interval.get("method", "auto")
+        level = interval.get("level", 0.95)
+        unit = agg.get("unit", "episode_id")
+        lines += [f"### Rule {number}: `{_cell(ref.id)}` ({_cell(ref.kind or 'unspecified kind')})", ""]
+        if doc.get("description"):
+            lines += [_text(doc["description"]), ""]
+        rows = []
+        for rep in doc.get("reported") or []:
+            if not isinstance(rep, dict):
+                continue
+            group = rep.get("group") or {}
+            label = ", ".join(f"{k}={v}" for k, v in group.items()) if isinstance(group, dict) else str(group)
+            ci = (f"[{rep['ci_low']}, {rep['ci_high']}]" if "ci_low" in rep and "ci_high" in rep
+                  else "not reported")
+            rows.append([label or "(all)", rep.get("value"), ci, rep.get("n", "not reported"), unit])
+        lines.append(f"Statistic: {_cell(agg.get('statistic', 'mean'))}; interval: {_cell(method)} at level "
+                     f"{_cell(level)}; independent unit: `{_cell(unit)}`.")
+        lines.append("")
+        if rows:
+            lines += _table(["group", "value (as reported, not recomputed)", "interval", "n", "unit"], rows)
+        else:
+            lines += ["This rule declares no reported numbers.", ""]
+    return lines
+
+
+def render_dataset_card(card: Card) -> str:
+    """The dataset card of `card` as Markdown with YAML front matter."""
+    m = card.manifest
+    summary = summarize(card)
+    front = yaml.safe_dump(front_matter(card), sort_keys=False, allow_unicode=True, width=1000)
+    lines = ["---", front.rstrip("\n"), "---", "", f"# {_cell(m.title)}", ""]
+    if m.description:
+        lines += [_text(m.description), ""]
+    lines += ["This dataset is a rollout card (`rollout-cards`): every episode and step, the reporting "
+              "rules that produced its numbers, and a manifest of everything dropped.", ""]
+    lines += _table(["card", "version", "format", "created", "episodes", "steps", "root digest"],
+                    [[m.id, m.version, m.format, m.created.isoformat(), m.tables.episodes.rows,
+                      m.tables.steps.rows, f"`{m.inventory.root_digest}`"]])
+    lines += ["## What was run", "", "### Plan", ""]
+    if m.plan is None:
+        lines += ["No plan was declared, so missing episodes cannot be detected.", ""]
+    else:
+        p = m.plan
+        parts = []
+        if p.tasks is not None:
+            parts.append(f"{len(p.tasks)} tasks")
+        if p.agents is not None:
+            parts.append(f"agents {', '.join(p.agents)}")
+        if p.trials is not None:
+            parts.append(f"{p.trials} trial(s) each")
+        expected = p.expected_count()
+        lines.append(_cell("; ".join(parts) or "explicit count") +
+                     (f" — {expected} episodes expected, {m.tables.episodes.rows} recorded." if expected is not None
+                      else "."))
+        if p.description:
+            lines += ["", _text(p.description)]
+        lines.append("")
+    lines += ["### Agents", ""]
+    if m.provenance.agents:
+        lines += _table(["agent", "model", "provider", "version", "revision"],
+                        [[a.name, a.model, a.provider, a.version, a.revision] for a in m.provenance.agents])
+    else:
+        lines += ["No agents are described in the provenance.", ""]
+    lines += ["### Provenance", ""]
+    rows = [[role, s.name, s.version, s.revision, s.url]
+            for role, s in (("generator", m.provenance.generator), ("harness", m.provenance.harness),
+                            ("environment", m.provenance.environment)) if s is not None]
+    lines += _table(["role", "name", "version", "revision", "url"], rows)
+    if m.provenance.sources:
+        lines += _table(["source file", "format", "bytes", "sha256"],
+                        [[s.name, s.format, s.bytes, s.sha256] for s in m.provenance.sources])
+    lines += ["## Terminal states per agent", ""]
+    lines += _table(["agent", *_STATUSES, "total"],
+                    [[agent, *(counts[s] for s in _STATUSES), sum(counts.values())]
+                     for agent, counts in summary["status_by_agent"].items()])
+    lines += _rules_section(card)
+    lines += ["## Drops manifest", ""]
+    if m.drops:
+        lines += _table(["target", "action", "declaration", "loss class", "count", "rows", "affects", "reason"],
+                        [[d.target, d.action.value, d.declaration.value, d.loss_class,
+                          d.count if d.count is not None else "unknown", d.selector or "all",
+                          ", ".join(d.affects) or "none", d.reason] for d in m.drops])
+    else:
+        lines += ["Nothing is declared as dropped, redacted or unobserved.", ""]
+    s = m.scope
+    lines += ["## Release scope", ""]
+    lines += _table(["", ""], [
+        ["license", s.license or "NOT DECLARED"],
+        ["access", s.access.value],
+        ["redistribution", s.redistribution or "not stated"],
+        ["personal data", f"{s.personal_data.contains}: {s.personal_data.statement or ''}" if s.personal_data
+         else "not stated"],
+        ["contact", s.contact or "not stated"],
+    ])
+    if s.redactions:
+        lines += ["Redactions applied:", ""] + [f"- {_cell(r)}" for r in s.redactions] + [""]
+    if s.citation:
+        lines += ["### Citation", "", "```", s.citation.replace("```", "'''"), "```", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _parse_front(text: str) -> tuple[dict[str, Any] | None, list[Problem]]:
+    if not text.startswith("---\n"):
+        return None, [Problem("front matter", "the file must start with '---' and YAML front matter")]
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        return None, [Problem("front matter", "no closing '---' line")]
+    try:
+        data = yaml.safe_load(text[4:end])
+    except yaml.YAMLError as exc:
+        return None, [Problem("front matter", f"invalid YAML: {exc}")]
+    if not isinstance(data, dict):
+        return None, [Problem("front matter", "must be a YAML mapping")]
+    return data, []
+
+
+def check_dataset_card(text: str, card: Card) -> list[Problem]:
+    """Offline checks of a dataset card's front matter against `card`; an empty list means it passed."""
+    data, problems = _parse_front(text)
+    if data is None:
+        return problems
+    declared = card.manifest.scope.license
+    lic = data.get("license")
+    if lic == "other":
+        if not data.get("license_name"):
+            problems.append(Problem("license", "license 'other' needs a license_name"))
+    elif lic == "unknown" or lic is None:
+        problems.append(Problem("license", "no license is declared; set scope.license in card.json"))
+    else:
+        try:
+            canonical = str(canonicalize_license_expression(str(lic)))
+        except InvalidLicenseExpression:
+            problems.append(Problem("license", f"{str(lic)[:60]!r} is not an SPDX license id"))
+        else:
+            if declared is not None and canonical != declared:
+                problems.append(Problem("license", f"{lic!r} differs from the card's license {declared!r}"))
+    if not data.get("pretty_name"):
+        problems.append(Problem("pretty_name", "is missing"))
+    listed = {p for t in ("episodes", "steps") for p in getattr(card.manifest.tables, t).paths}
+    configs = data.get("configs") or []
+    names = {c.get("config_name") for c in configs if isinstance(c, dict)}
+    for table in ("episodes", "steps"):
+        if table not in names:
+            problems.append(Problem("configs", f"no config for the {table} table"))
+    for i, config in enumerate(configs):
+        files = config.get("data_files") if isinstance(config, dict) else None
+        for j, item in enumerate(files or []):
+            paths = item.get("path") if isinstance(item, dict) else item
+            for path in [paths] if isinstance(paths, str) else (paths or []):
+                where = f"configs[{i}].data_files[{j}]"
+                if not isinstance(path, str) or path not in listed or not card.source.exists(path):
+                    problems.append(Problem(where, f"{str(path)[:80]!r} is not a table file of the card"))
+    if card.manifest.scope.access.value == "gated":
+        for key in ("extra_gated_prompt", "extra_gated_fields"):
+            if not data.get(key):
+                problems.append(Problem(key, "the card's scope is gated but the front matter has no " + key))
+    return problems
+
+
+@dataclass
+class DatasetCard:
+    """A rendered dataset card and the problems its front-matter check found."""
+
+    text: str
+    problems: list[Problem] = field(default_factory=list)
+
+
+def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
+                       check: str | os.PathLike[str] | None = None) -> DatasetCard:
+    """Render (and check) the dataset card of the card at `src`; write it to `out` when given.
+
+    With `check`, the existing README at that path is checked instead of a new one rendered.
+    """
+    card = open_card(src)
+    if check is not None:
+        text = read_small_file(check, MAX_README_BYTES, "README", CardFormatError).decode("utf-8", "replace")
+        return DatasetCard(text, check_dataset_card(text, card))
+    text = render_dataset_card(card)
+    result = DatasetCard(text, check_dataset_card(text, card))
+    if out is not None:
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return result

@@ -1,0 +1,441 @@
+"""`redact_card`: a new card with chosen values replaced, their digests kept, and the drops
+manifest, scope and version saying so.
+
+A spec is YAML (safe loader, size-capped):
+
+    redact:
+      - target: steps.content                 # <table>.<column>, a text column
+        where: "role == 'user'"               # optional: which rows (expression language)
+        action: replace                       # replace -> "[redacted]"; digest -> "hmac-sha256:<hex>" (needs a key)
+        reason: user messages may hold personal data
+        loss_class: privacy                   # optional, default privacy
+
+Conventions shared with the validator: a redacted value becomes `[redacted]` or
+`hmac-sha256:<hex>` (HMAC-SHA256 of its UTF-8 bytes with the key); the column
+`meta.digest.<column>` of the same table holds the plain sha256 hex of every
+original value (null where it was null); each entry appends a drops entry
+(action `redacted`, its count, the rules that read the column, the digest
+column). When steps are redacted, every episode without an `episode_digest`
+gets one: the sha256 of its original steps (see docs/release.md).
+
+Everything is checked before anything is written (targets, types, expressions,
+key); tables are streamed batch by batch; the output is written to a temporary
+directory next to `out` and renamed into place at the end; the source is never
+changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import hmac
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import CardFormatError, RedactionSpecError, RolloutCardError
+from ..io.finalize import refresh_manifest
+from ..io.hashing import sha256_stream
+from ..io.manifest import MAX_MANIFEST_BYTES, pydantic_problems
+from ..io.reader import Card, open_card
+from ..io.writer import PARQUET_OPTIONS
+from ..model.card import CardManifest, Drop
+from ..rules.expressions import Expression, parse_expression
+from ..tables import STEP_COLUMNS
+from ._files import read_small_file
+from .rule_columns import columns_read_by_rules
+
+__all__ = [
+    "DIGEST_PREFIX",
+    "HMAC_PREFIX",
+    "MARKER",
+    "RedactionEntry",
+    "RedactionResult",
+    "RedactionSpec",
+    "bump_minor",
+    "episode_digest_line",
+    "load_redaction_spec",
+    "read_key",
+    "redact_card",
+]
+
+MARKER = "[redacted]"
+HMAC_PREFIX = "hmac-sha256:"
+DIGEST_PREFIX = "meta.digest."
+MAX_SPEC_BYTES = 256 * 1024
+MIN_KEY_BYTES = 16
+_BATCH = 65_536
+# Identity and structure columns: redacting them would break ids, joins and the plan.
+_PROTECTED = {
+    "episodes": {"episode_id", "task_id", "status", "agent", "trial", "run_id", "seed", "episode_digest"},
+    "steps": {"episode_id", "seq", "kind"},
+}
+
+
+class RedactionEntry(BaseModel):
+    """One `redact:` entry of a spec."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str = Field(pattern=r"^(episodes|steps)\..+$", max_length=256)
+    """`<table>.<column>`, e.g. steps.content or episodes.task.instruction."""
+    where: str | None = None
+    """Expression selecting the rows to redact (all rows when absent)."""
+    action: Literal["replace", "digest"] = "replace"
+    """replace: the marker `[redacted]`; digest: `hmac-sha256:<hex>` with the given key."""
+    reason: str = Field(min_length=1)
+    """Why the values are redacted (goes into the drops manifest)."""
+    loss_class: str = Field(default="privacy", pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
+    """Kind of loss recorded in the drops entry."""
+
+    @property
+    def table(self) -> str:
+        return self.target.split(".", 1)[0]
+
+    @property
+    def column(self) -> str:
+        return self.target.split(".", 1)[1]
+
+
+class RedactionSpec(BaseModel):
+    """A redaction spec: the list of redactions to apply, in order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    redact: list[RedactionEntry] = Field(min_length=1)
+    """The redactions."""
+
+
+def load_redaction_spec(source: str | os.PathLike[str] | Mapping[str, Any]) -> RedactionSpec:
+    """Read a spec from a YAML file (or an already parsed mapping); RedactionSpecError names
+    the file and the entry of every problem."""
+    name = "redaction spec"
+    if isinstance(source, Mapping):
+        document: Any = dict(source)
+    else:
+        path = Path(source)
+        name = str(path)
+        data = read_small_file(path, MAX_SPEC_BYTES, "redaction spec", RedactionSpecError)
+        try:
+            document = yaml.safe_load(data.decode("utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise RedactionSpecError(f"{path}: not valid UTF-8 YAML: {exc}") from None
+    try:
+        spec = RedactionSpec.model_validate(document)
+    except ValidationError as exc:
+        lines = "; ".join(str(p) for p in pydantic_problems(exc))
+        raise RedactionSpecError(f"{name}: {lines}") from None
+    spec._source = name  # type: ignore[attr-defined]
+    return spec
+
+
+def read_key(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a key file for `action: digest` (at most 4 KiB; a final newline is kept)."""
+    return read_small_file(path, 4096, "key", RedactionSpecError)
+
+
+@dataclass
+class RedactionResult:
+    """What `redact_card` wrote: the new card's path and manifest, and the values changed per entry."""
+
+    path: Path
+    manifest: CardManifest
+    counts: list[int]
+    drops: list[Drop] = field(default_factory=list)
+
+
+def bump_minor(version: str) -> str:
+    """1.2.3 -> 1.3.0 (pre-release and build parts are dropped)."""
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        raise CardFormatError(f"version {version!r} is not a semantic version")
+    return f"{m.group(1)}.{int(m.group(2)) + 1}.0"
+
+
+# -- planning: everything is checked before anything is written ---------------------------------
+
+
+@dataclass
+class _Planned:
+    entry: RedactionEntry
+    where: Expression | None
+    count: int = 0
+
+
+def _plan(card: Card, spec: RedactionSpec, key: bytes | None, name: str) -> list[_Planned]:
+    planned = []
+    for i, entry in enumerate(spec.redact):
+        where_key = f"redact[{i}]"
+        schema = card.schema(entry.table)
+        column = entry.column
+        if column not in schema.names:
+            close = difflib.get_close_matches(column, schema.names, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; columns: {', '.join(schema.names)}"
+            raise RedactionSpecError(f"{name}: {where_key}.target: {entry.table} has no column {column!r}{hint}")
+        if column in _PROTECTED[entry.table] or column.startswith(DIGEST_PREFIX):
+            raise RedactionSpecError(
+                f"{name}: {where_key}.target: {entry.target} identifies rows or keeps digests and "
+                "cannot be redacted")
+        ctype = schema.field(column).type
+        if not (pa.types.is_string(ctype) or pa.types.is_large_string(ctype)):
+            raise RedactionSpecError(
+                f"{name}: {where_key}.target: {entry.target} is {ctype}; only text columns can be redacted")
+        if entry.action == "digest" and key is None:
+            raise RedactionSpecError(f"{name}: {where_key}.action: digest needs a key (--key FILE)")
+        where = None
+        if entry.where is not None:
+            where = parse_expression(entry.where, file=name, key=f"{where_key}.where")
+            where.typecheck(schema, expect="boolean")
+        planned.append(_Planned(entry, where))
+    if key is not None and len(key) < MIN_KEY_BYTES:
+        raise RedactionSpecError(f"the key has {len(key)} bytes; use at least {MIN_KEY_BYTES} random bytes")
+    return planned
+
+
+# -- table rewriting -------------------------------------------------------------------------------
+
+
+def _sha256_hex(values: list[str | None]) -> list[str | None]:
+    return [None if v is None else hashlib.sha256(v.encode("utf-8")).hexdigest() for v in values]
+
+
+def _redacted_value(value: str, action: str, key: bytes | None) -> str:
+    if action == "digest":
+        assert key is not None
+        return HMAC_PREFIX + hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()
+    return MARKER
+
+
+def _is_redacted(value: str) -> bool:
+    return value == MARKER or value.startswith(HMAC_PREFIX)
+
+
+def _output_schema(schema: pa.Schema, new_columns: list[str], standard: list[str]) -> pa.Schema:
+    fields = {f.name: f for f in schema}
+    for name in new_columns:
+        fields[name] = pa.field(name, pa.string())
+    extras = sorted(n for n in fields if n not in standard)
+    ordered = [n for n in standard if n in fields] + extras
+    return pa.schema([fields[n] for n in ordered], metadata=schema.metadata)
+
+
+def _redact_batch(batch: pa.RecordBatch, planned: list[_Planned], key: bytes | None,
+                  schema: pa.Schema) -> pa.RecordBatch:
+    columns: dict[str, pa.Array] = dict(zip(batch.schema.names, batch.columns, strict=True))
+    changed: dict[str, list[str | None]] = {}
+    for item in planned:
+        col = item.entry.column
+        if col not in changed:
+            original = columns[col].to_pylist()
+            digest_col = DIGEST_PREFIX + col
+            if digest_col not in columns:
+                # A digest column already present came from an earlier redaction: keep it.
+                columns[digest_col] = pa.array(_sha256_hex(original), pa.string())
+            changed[col] = original
+        values = changed[col]
+        if item.where is None:
+            rows: Iterator[int] = iter(range(batch.num_rows))
+        else:
+            mask = pc.fill_null(item.where.evaluate(batch), False)
+            rows = iter(pc.indices_nonzero(mask).to_pylist())
+        for i in rows:
+            value = values[i]
+            if value is not None and not _is_redacted(value):
+                values[i] = _redacted_value(value, item.entry.action, key)
+                item.count += 1
+    for col, values in changed.items():
+        columns[col] = pa.array(values, columns[col].type)
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+_STEP_STANDARD = [c.name for c in STEP_COLUMNS]
+
+
+def episode_digest_line(row: list[Any]) -> bytes:
+    """One step's line of `episode_digest`: its standard columns after `episode_id` (STEP_COLUMNS
+    order, timestamps as epoch microseconds, absent columns null) as compact JSON and a newline."""
+    return (json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+class _EpisodeDigests:
+    """sha256 of each episode's original steps, fed batch by batch in stored order."""
+
+    def __init__(self) -> None:
+        self.digests: dict[str, Any] = {}
+        self.next_seq: dict[str, int] = {}
+        self.disordered: set[str] = set()
+
+    @staticmethod
+    def rows(batch: pa.RecordBatch | pa.Table) -> Iterator[tuple[str, list[Any]]]:
+        names = batch.schema.names
+        cols = []
+        for name in _STEP_STANDARD:
+            if name not in names:
+                cols.append([None] * batch.num_rows)
+                continue
+            arr = batch.column(name)
+            if pa.types.is_dictionary(arr.type):
+                arr = arr.cast(arr.type.value_type)
+            elif pa.types.is_timestamp(arr.type):
+                arr = arr.cast(pa.int64())
+            cols.append(arr.to_pylist())
+        for values in zip(*cols, strict=True):
+            yield values[0], list(values[1:])
+
+    def feed(self, batch: pa.RecordBatch) -> None:
+        for episode, row in self.rows(batch):
+            if episode in self.disordered:
+                continue
+            if row[0] != self.next_seq.get(episode, 0):
+                self.disordered.add(episode)
+                continue
+            self.digests.setdefault(episode, hashlib.sha256()).update(episode_digest_line(row))
+            self.next_seq[episode] = row[0] + 1
+
+    def finish(self, card: Card) -> dict[str, str]:
+        """Digests of all episodes; those whose steps were stored out of order are re-read sorted."""
+        out = {k: v.hexdigest() for k, v in self.digests.items() if k not in self.disordered}
+        if self.disordered:
+            ids = pa.array(sorted(self.disordered), pa.string())
+            steps = card.steps(filter=pc.field("episode_id").isin(ids)).sort_by([("episode_id", "ascending"),
+                                                                                ("seq", "ascending")])
+            for episode, row in self.rows(steps):
+                self.digests.setdefault(f"sorted:{episode}", hashlib.sha256()).update(episode_digest_line(row))
+            out.update({k[len("sorted:"):]: v.hexdigest() for k, v in self.digests.items() if k.startswith("sorted:")})
+        return out
+
+
+def _rewrite_table(card: Card, table: str, planned: list[_Planned], key: bytes | None, tmp: Path,
+                   digests: _EpisodeDigests | None, episode_digests: dict[str, str] | None) -> None:
+    from ..tables import EPISODE_COLUMNS
+
+    standard = _STEP_STANDARD if table == "steps" else [c.name for c in EPISODE_COLUMNS]
+    fs, base = card.source.filesystem()
+    ref = getattr(card.manifest.tables, table)
+    for rel in ref.paths:
+        with fs.open_input_file(f"{base}/{rel}") as fh:
+            reader = pq.ParquetFile(fh)
+            schema_in = reader.schema_arrow
+            new_cols = [DIGEST_PREFIX + c for c in dict.fromkeys(p.entry.column for p in planned)]
+            new_cols = [c for c in new_cols if c not in schema_in.names]
+            if episode_digests is not None and "episode_digest" not in schema_in.names:
+                new_cols.append("episode_digest")
+            schema = _output_schema(schema_in, new_cols, standard)
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with pq.ParquetWriter(target, schema, **PARQUET_OPTIONS) as writer:
+                for batch in reader.iter_batches(batch_size=_BATCH):
+                    if digests is not None:
+                        digests.feed(batch)
+                    if episode_digests is not None:
+                        batch = _fill_episode_digests(batch, episode_digests)
+                    writer.write_batch(_redact_batch(batch, planned, key, schema))
+
+
+def _fill_episode_digests(batch: pa.RecordBatch, digests: dict[str, str]) -> pa.RecordBatch:
+    ids = batch.column("episode_id").to_pylist()
+    current = (batch.column("episode_digest").to_pylist() if "episode_digest" in batch.schema.names
+               else [None] * batch.num_rows)
+    filled = pa.array([c if c is not None else digests.get(i) for i, c in zip(ids, current, strict=True)],
+                      pa.string())
+    if "episode_digest" in batch.schema.names:
+        return batch.set_column(batch.schema.get_field_index("episode_digest"), "episode_digest", filled)
+    return batch.append_column("episode_digest", filled)
+
+
+# -- the card ---------------------------------------------------------------------------------------
+
+
+def _copy_verified(card: Card, rel: str, sha256: str, tmp: Path) -> None:
+    target = tmp / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with card.source.open_binary(rel) as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    with open(target, "rb") as fh:
+        got, _ = sha256_stream(fh)
+    if got != sha256:
+        raise CardFormatError(f"{card.path}: {rel} does not match its inventory sha256; validate the card first")
+
+
+def redact_card(
+    src: str | os.PathLike[str],
+    spec: str | os.PathLike[str] | Mapping[str, Any] | RedactionSpec,
+    out: str | os.PathLike[str],
+    *,
+    key: bytes | None = None,
+) -> RedactionResult:
+    """Write a redacted copy of the card `src` (a directory or .rcard file) to the new directory `out`.
+
+    Refuses, before writing anything, a spec naming an unknown or non-text column,
+    an invalid `where` expression, or `action: digest` without a `key`.
+    """
+    card = open_card(src)
+    if not isinstance(spec, RedactionSpec):
+        spec = load_redaction_spec(spec)
+    name = getattr(spec, "_source", "redaction spec")
+    planned = _plan(card, spec, key, name)
+    out = Path(out)
+    if out.exists():
+        raise RolloutCardError(f"{out} exists; redaction writes a new card into a new directory")
+    src_path = Path(src).resolve()
+    if out.resolve().is_relative_to(src_path):
+        raise RolloutCardError(f"{out} is inside the source card; write the redacted card elsewhere")
+    affects = columns_read_by_rules(card.rule_files())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.redacting-"))
+    try:
+        by_table = {t: [p for p in planned if p.entry.table == t] for t in ("steps", "episodes")}
+        rewritten = {p for t, items in by_table.items() if items for p in getattr(card.manifest.tables, t).paths}
+        digests = _EpisodeDigests() if by_table["steps"] else None
+        if by_table["steps"]:
+            _rewrite_table(card, "steps", by_table["steps"], key, tmp, digests, None)
+        if by_table["episodes"] or digests is not None:
+            rewritten |= set(card.manifest.tables.episodes.paths)
+            _rewrite_table(card, "episodes", by_table["episodes"], key, tmp, None,
+                           digests.finish(card) if digests is not None else None)
+        for f in card.manifest.inventory.files:
+            if f.path not in rewritten:
+                _copy_verified(card, f.path, f.sha256, tmp)
+        (tmp / "card.json").write_bytes(card.source.read_bytes("card.json", limit=MAX_MANIFEST_BYTES))
+        drops = [
+            Drop(
+                target=p.entry.target, action="redacted", declaration="author_declared",
+                loss_class=p.entry.loss_class, reason=p.entry.reason, selector=p.entry.where, count=p.count,
+                affects=sorted(r for r, cols in affects.items() if p.entry.target in cols or "*" in cols),
+                digest_column=DIGEST_PREFIX + p.entry.column,
+            )
+            for p in planned
+        ]
+        m = card.manifest
+        scope = m.scope.model_dump(mode="json", exclude_none=True)
+        scope["redactions"] = list(m.scope.redactions) + [_scope_line(p) for p in planned]
+        manifest = refresh_manifest(
+            tmp,
+            version=bump_minor(m.version),
+            drops=[d.model_dump(mode="json", exclude_none=True) for d in [*m.drops, *drops]],
+            scope=scope,
+        )
+        os.chmod(tmp, 0o755)  # noqa: S103 - a card directory is world-readable like its source
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return RedactionResult(out, manifest, [p.count for p in planned], drops)
+
+
+def _scope_line(p: _Planned) -> str:
+    how = "replaced with [redacted]" if p.entry.action == "replace" else "replaced with keyed HMAC-SHA256 digests"
+    rows = f" where {p.entry.where}" if p.entry.where else ""
+    return f"{p.entry.target}: {p.count} value(s){rows} {how} ({p.entry.reason})"

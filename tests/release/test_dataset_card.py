@@ -1,0 +1,105 @@
+"""Dataset card: front matter, sections rendered from the manifest, offline checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+
+import rollout_cards as rc
+from rollout_cards.io.finalize import refresh_manifest
+from rollout_cards.release.dataset_card import (
+    check_dataset_card,
+    front_matter,
+    hf_license,
+    render_dataset_card,
+    write_dataset_card,
+)
+from tests.conftest import FIXTURE_CARDS
+
+
+def _front(text: str) -> dict:
+    assert text.startswith("---\n")
+    return yaml.safe_load(text[4 : text.index("\n---\n", 4)])
+
+
+def test_front_matter_of_the_synthetic_card() -> None:
+    card = rc.open(FIXTURE_CARDS / "synthetic")
+    text = render_dataset_card(card)
+    front = _front(text)
+    assert front["license"] == "cc-by-4.0"
+    assert front["pretty_name"] == card.manifest.title
+    assert "rollout-card" in front["tags"]
+    configs = {c["config_name"]: c["data_files"][0]["path"] for c in front["configs"]}
+    assert configs == {"episodes": ["episodes.parquet"], "steps": ["steps.parquet"]}
+    assert "extra_gated_prompt" not in front
+    assert check_dataset_card(text, card) == []
+
+
+def test_sections_carry_the_fixture_numbers() -> None:
+    card = rc.open(FIXTURE_CARDS / "synthetic")
+    text = render_dataset_card(card)
+    rule = yaml.safe_load(card.rule_files()["synthetic.success_rate"])
+    for reported in rule["reported"]:
+        assert f"| agent={reported['group']['agent']} | {reported['value']} |" in text
+    assert "as reported, not recomputed" in text and "task_id" in text and "cluster_t" in text
+    # Terminal states per agent: the counts of the summary.
+    from rollout_cards.summary import summarize
+
+    for agent, counts in summarize(card)["status_by_agent"].items():
+        row = f"| {agent} | " + " | ".join(str(v) for v in counts.values()) + f" | {sum(counts.values())} |"
+        assert row in text
+    assert "steps.cost_usd" in text and "216 episodes expected, 216 recorded" in text
+    assert "alpha-model-1" in text and "synthetic-harness" in text
+
+
+def test_gated_scope_adds_gated_fields(synthetic_copy: Path) -> None:
+    manifest = json.loads((synthetic_copy / "card.json").read_text())
+    scope = {**manifest["scope"], "access": "gated", "gate_prompt": "Agree to the terms",
+             "gate_fields": {"Affiliation": "text"}, "license": "MIT OR Apache-2.0"}
+    refresh_manifest(synthetic_copy, scope=scope)
+    card = rc.open(synthetic_copy)
+    front = front_matter(card)
+    assert front["extra_gated_prompt"] == "Agree to the terms"
+    assert front["extra_gated_fields"] == {"Affiliation": "text"}
+    assert front["license"] == "other" and front["license_name"] == "mit-or-apache-2.0"
+    assert check_dataset_card(render_dataset_card(card), card) == []
+
+
+def test_check_finds_bad_license_missing_paths_and_gating(synthetic_copy: Path) -> None:
+    card = rc.open(FIXTURE_CARDS / "synthetic")
+    text = render_dataset_card(card)
+    bad = text.replace("license: cc-by-4.0", "license: cc-by-9.9").replace("- steps.parquet", "- steps/x.parquet")
+    problems = {p.location: p.message for p in check_dataset_card(bad, card)}
+    assert "not an SPDX" in problems["license"]
+    assert any("steps/x.parquet" in m for m in problems.values())
+    mit = text.replace("license: cc-by-4.0", "license: mit")
+    assert "differs" in check_dataset_card(mit, card)[0].message
+    assert check_dataset_card("# no front matter\n", card)[0].location == "front matter"
+    manifest = json.loads((synthetic_copy / "card.json").read_text())
+    refresh_manifest(synthetic_copy, scope={**manifest["scope"], "access": "gated"})
+    gated = rc.open(synthetic_copy)
+    missing = {p.location for p in check_dataset_card(text, gated)}
+    assert {"extra_gated_prompt", "extra_gated_fields"} <= missing
+
+
+def test_card_content_cannot_break_the_markdown_or_yaml(synthetic_copy: Path) -> None:
+    refresh_manifest(synthetic_copy, title="x | y\n---\nlicense: mit <script>")
+    card = rc.open(synthetic_copy)
+    text = render_dataset_card(card)
+    front = _front(text)
+    assert front["license"] == "cc-by-4.0" and front["pretty_name"] == card.manifest.title
+    body = text[text.index("\n---\n", 4) + 5 :]
+    assert "<script>" not in body and "\n---\n" not in body
+    assert check_dataset_card(text, card) == []
+
+
+def test_no_license_is_reported(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURE_CARDS / "minimal", tmp_path / "m")
+    result = write_dataset_card(tmp_path / "m", tmp_path / "README.md")
+    assert _front((tmp_path / "README.md").read_text())["license"] == "unknown"
+    assert [p.location for p in result.problems] == ["license"]
+    assert hf_license(None) == {"license": "unknown"}
+    assert write_dataset_card(tmp_path / "m", check=tmp_path / "README.md").problems == result.problems
