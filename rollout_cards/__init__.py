@@ -13,8 +13,10 @@ from .errors import (
     CardFormatError,
     ExpressionError,
     ManifestError,
+    RedactionSpecError,
     RolloutCardError,
     RuleError,
+    SignatureError,
     SourceFormatError,
     StatisticsError,
     TableSchemaError,
@@ -22,11 +24,13 @@ from .errors import (
     UnsupportedFormatError,
     WriterError,
 )
+from .io.archive import pack_card, unpack_card
 from .io.finalize import recover_card
 from .io.reader import Card
 from .io.reader import open_card as open
 from .io.writer import CardWriter, EpisodeWriter
 from .model.card import CardManifest, Drop, Plan, Provenance, Scope
+from .release.redact import redact_card
 from .tables import FORMAT, StepKind, TerminalStatus
 
 __version__ = "0.1.0"
@@ -43,9 +47,11 @@ __all__ = [
     "ManifestError",
     "Plan",
     "Provenance",
+    "RedactionSpecError",
     "RolloutCardError",
     "RuleError",
     "Scope",
+    "SignatureError",
     "SourceFormatError",
     "StatisticsError",
     "StepKind",
@@ -57,5 +63,8 @@ __all__ = [
     "__version__",
     "errors",
     "open",
+    "pack_card",
     "recover_card",
+    "redact_card",
+    "unpack_card",
 ]
