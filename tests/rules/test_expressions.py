@@ -354,6 +354,52 @@ def test_json_get_udf_registration_is_idempotent() -> None:
     assert _expr_json.ensure_registered() == "rollout_cards.json_get"
 
 
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "é", "a\nb", "/"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+json_keys = st.lists(
+    st.sampled_from(["a", "b", "é", "a\nb", "/", 0, 1, -1]), min_size=1, max_size=3
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.text(max_size=6),
+            st.tuples(json_values, st.booleans()).map(
+                lambda v: (
+                    json.dumps(v[0], ensure_ascii=v[1]).replace("/", "\\/")
+                    if v[1]
+                    else json.dumps(v[0], ensure_ascii=False)
+                )
+            ),
+        ),
+        max_size=12,
+    ),
+    json_keys,
+)
+def test_json_get_array_agrees_with_parsing_every_text(texts: list, keys: list) -> None:
+    got = _expr_json.json_get_array(pa.array(texts, pa.string()), keys).to_pylist()
+    assert got == [_expr_json.extract(t, keys) for t in texts]
+
+
+def test_json_get_finds_escaped_keys() -> None:
+    texts = ['{"\\u0061": 1}', '{"b": {"a": 2}}', '{"\\/": 3}', '{"x": "a"}']
+    assert _expr_json.json_get_array(pa.array(texts), ["a"]).to_pylist() == ["1", None, None, None]
+    assert _expr_json.json_get_array(pa.array(texts), ["/"]).to_pylist() == [None, None, "3", None]
+
+
 def test_json_extract_rendering() -> None:
     extract = _expr_json.extract
     assert extract('{"a": "x"}', ["a"]) == "x"
