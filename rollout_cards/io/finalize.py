@@ -222,7 +222,7 @@ def _episode_schema(journal: staging.Journal, bulk_parts: list[Path]) -> pa.Sche
     base = episodes_schema()
     extras: dict[str, pa.DataType] = {k: _ARROW_OF[v] for k, v in journal.extra_types.items()}
     for part in bulk_parts:
-        for f in pq.read_schema(part):
+        for f in staging.read_ipc_file(part).schema:
             if base.get_field_index(f.name) >= 0:
                 continue
             seen = extras.get(f.name)
@@ -262,7 +262,7 @@ def _write_episodes(
             out.write_table(pa.Table.from_pylist(cancelled, schema=schema))
             rows += len(cancelled)
         for part in bulk_parts:
-            table = _align(pq.read_table(part), schema)
+            table = _align(staging.read_ipc_file(part), schema)
             out.write_table(table)
             rows += table.num_rows
     dest = root / "episodes.parquet"

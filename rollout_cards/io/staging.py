@@ -8,7 +8,8 @@ While a card is being written, `<card>/.rcard-staging/` holds:
 - `steps.arrows`: an Arrow IPC stream of steps, a batch appended at every episode
   end and whenever the buffer fills, so a killed process loses at most the
   unflushed steps of episodes that were still open;
-- `bulk-episodes-*.parquet`, `bulk-steps.parquet`: tables given to the bulk path;
+- `bulk-episodes-*.arrow` (Arrow IPC files, rewritten once at close) and
+  `bulk-steps.parquet` (kept as a part as it is): tables given to the bulk path;
 - `writer.pid`: the writing process, so recovery does not race a live writer.
 
 Finalizing turns these into the card's tables and card.json, then removes the
@@ -31,7 +32,7 @@ JOURNAL = "journal.jsonl"
 STEPS_STREAM = "steps.arrows"
 BULK_STEPS = "bulk-steps.parquet"
 PID = "writer.pid"
-BULK_EPISODES_GLOB = "bulk-episodes-*.parquet"
+BULK_EPISODES_GLOB = "bulk-episodes-*.arrow"
 
 
 @dataclass
@@ -63,6 +64,12 @@ def _records(path: Path, journal: Journal | None = None) -> Iterator[dict[str, A
                     journal.torn_tail = True
                 return
             yield record
+
+
+def read_ipc_file(path: Path) -> pa.Table:
+    """An Arrow IPC file of the staging area, memory-mapped."""
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).read_all()
 
 
 def read_journal(path: Path) -> Journal:

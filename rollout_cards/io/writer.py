@@ -504,9 +504,11 @@ class CardWriter:
         if clash:
             raise WriterError(f"write_episodes: episode_id {sorted(clash)[0]!r} was already written")
         self._ids |= fresh
-        path = self._stage / f"bulk-episodes-{self._bulk_episode_parts:05d}.parquet"
+        # Staged as Arrow IPC (cheap to write) and converted to Parquet once, at close.
+        path = self._stage / f"bulk-episodes-{self._bulk_episode_parts:05d}.arrow"
         self._bulk_episode_parts += 1
-        pq.write_table(table, path, **PARQUET_OPTIONS)
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
         return table.num_rows
 
     def write_steps(self, data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> int:
