@@ -127,4 +127,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run the imported module's main: documents register themselves on that module
+    # (rollout_cards.model.schemas), not on this __main__ copy of it.
+    from rollout_cards.model import schemas as _imported
+
+    raise SystemExit(_imported.main())
