@@ -1,0 +1,293 @@
+"""Rule files from YAML text to a validated `Rule`, with every expression parsed.
+
+Reading is safe and bounded: the text is size-capped before parsing, read with a
+`yaml.SafeLoader` subclass that refuses duplicate keys, anchors/aliases and
+non-string keys, and nothing in it is ever executed. Every problem becomes a
+`RuleError` (or `ExpressionError`) naming the file, the key (dotted, e.g.
+`aggregate.interval.method`), the line, and what to write instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..errors import ExpressionError, RuleError
+from ..model.rule import Rule
+from .expressions import parse_expression
+
+__all__ = ["MAX_RULE_BYTES", "load_rule", "parse_rule"]
+
+#: Rule files larger than this are refused before they are parsed.
+MAX_RULE_BYTES = 1024 * 1024
+
+_Path = tuple[str | int, ...]
+
+
+class _Refused(Exception):
+    """A construct the rule loader refuses, with its line (and key, when known)."""
+
+    def __init__(self, message: str, line: int, key: str | None = None):
+        super().__init__(message)
+        self.message, self.line, self.key = message, line, key
+
+
+class _RuleYamlLoader(yaml.SafeLoader):
+    """SafeLoader that refuses what a rule file never needs and could hide mistakes."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(
+                "YAML aliases (*name) are not allowed in rule files; write the value out",
+                event.start_mark.line + 1,
+            )
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            raise _Refused(
+                f"YAML anchors (&{anchor}) are not allowed in rule files; write the value out",
+                event.start_mark.line + 1,
+            )
+        return super().compose_node(parent, index)
+
+
+def _walk(node: yaml.Node, path: _Path, lines: dict[_Path, int]) -> None:
+    """Record the line of every key and item; refuse duplicate and non-string keys."""
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            dotted = _dotted(path)
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                raise _Refused(
+                    f"keys must be plain strings, found {key_node.tag.rsplit(':', 1)[-1]} "
+                    f"{str(getattr(key_node, 'value', ''))[:40]!r}; quote the key",
+                    line,
+                    dotted or None,
+                )
+            key = key_node.value
+            if key in seen:
+                raise _Refused(
+                    f"duplicate key {key[:60]!r} (first on line {seen[key]}); each key may appear once",
+                    line,
+                    _dotted((*path, key)),
+                )
+            seen[key] = line
+            lines[(*path, key)] = line
+            _walk(value_node, (*path, key), lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, (*path, i), lines)
+
+
+def _dotted(path: _Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _read_yaml(text: str, file: str | None) -> tuple[Any, dict[_Path, int]]:
+    loader = _RuleYamlLoader(text)
+    lines: dict[_Path, int] = {}
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, lines
+        _walk(node, (), lines)
+        return loader.construct_document(node), lines
+    except _Refused as exc:
+        raise RuleError(exc.message, file=file, key=exc.key, line=exc.line) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise RuleError(
+            f"not valid YAML: {problem}; check indentation and quote expressions "
+            '(e.g. score: "score.reward == 1")',
+            file=file,
+            line=mark.line + 1 if mark else None,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise RuleError(f"not valid YAML: {str(exc)[:200]}", file=file) from None
+    except RecursionError:
+        raise RuleError("YAML nested too deeply", file=file) from None
+    finally:
+        loader.dispose()
+
+
+def _known_keys(model: type[BaseModel]) -> list[str]:
+    return sorted(f.alias or name for name, f in model.model_fields.items())
+
+
+def _model_at(path: _Path) -> type[BaseModel] | None:
+    """The model whose keys are allowed at `path` (for 'did you mean' hints)."""
+    model: type[BaseModel] | None = Rule
+    skip_key = False  # the next part is a key of a dict of models (features.<name>)
+    for part in path:
+        if model is None:
+            return None
+        if isinstance(part, int) or skip_key:
+            skip_key = False
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        if part not in fields:
+            return None
+        model, skip_key = _inner_model(fields[part].annotation)
+    return model
+
+
+def _inner_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model inside a field annotation, and whether it sits in a dict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    origin = getattr(annotation, "__origin__", None)
+    for arg in getattr(annotation, "__args__", ()):
+        model, in_dict = _inner_model(arg)
+        if model is not None:
+            return model, in_dict or origin is dict
+    return None, False
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> _Path:
+    # Union members appear in pydantic's loc as "float" or "literal['score','exclude']".
+    return tuple(
+        p
+        for p in loc
+        if not (
+            isinstance(p, str)
+            and (p in ("float", "int", "str", "bool") or p.startswith(("literal[", "function-")))
+        )
+    )
+
+
+def _message(err: dict[str, Any], path: _Path) -> str:
+    kind, msg = err["type"], err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind == "extra_forbidden":
+        key = str(path[-1]) if path else "?"
+        parent = _model_at(path[:-1])
+        allowed = _known_keys(parent) if parent is not None else []
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown key {key[:60]!r}; {hint}allowed keys: {', '.join(allowed)}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind in ("literal_error", "enum"):
+        return f"{msg[0].lower()}{msg[1:]} (got {str(err.get('input'))[:40]!r})"
+    return msg
+
+
+def _union_message(path: _Path, messages: list[str], value: Any) -> str:
+    if path and path[0] == "on_status":
+        return f"must be score, exclude or a number (got {str(value)[:40]!r})"
+    if path == ("on_missing",):
+        return f"must be a number, exclude or error (got {str(value)[:40]!r})"
+    return "; or ".join(messages)
+
+
+def _validation_error(exc: ValidationError, lines: dict[_Path, int], file: str | None) -> RuleError:
+    grouped: dict[_Path, list[dict[str, Any]]] = {}
+    for err in exc.errors(include_url=False):
+        grouped.setdefault(_clean_loc(err["loc"]), []).append(err)
+    problems: list[tuple[_Path, str]] = []
+    for path, errs in grouped.items():
+        messages = [_message(e, path) for e in errs]
+        text = (
+            messages[0] if len(errs) == 1 else _union_message(path, messages, errs[0].get("input"))
+        )
+        problems.append((path, text))
+    problems.sort(key=lambda p: lines.get(p[0], 10**9))
+    path, text = problems[0]
+    line = _line_of(path, lines)
+    if len(problems) > 1:
+        rest = "; ".join(
+            f"{_dotted(p) or '(top)'} (line {_line_of(p, lines)}): {m}" for p, m in problems[1:6]
+        )
+        text += f" [and {len(problems) - 1} more: {rest}]"
+    return RuleError(text, file=file, key=_dotted(path) or None, line=line)
+
+
+def _line_of(path: _Path, lines: dict[_Path, int]) -> int | None:
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path[:-1]
+    return lines.get(())
+
+
+def parse_rule(text: str, *, file: str | None = None) -> Rule:
+    """Validate the YAML `text` of a rule file into a `Rule`; `file` names it in errors.
+
+    Every expression is parsed too, so a malformed one fails here, with its key and
+    line; names are checked against the card's columns when the rule is applied.
+    """
+    if len(text.encode("utf-8", errors="surrogatepass")) > MAX_RULE_BYTES:
+        raise RuleError(
+            f"rule file is larger than {MAX_RULE_BYTES // 1024} KiB; a rule is a short document",
+            file=file,
+        )
+    data, lines = _read_yaml(text, file)
+    if not isinstance(data, dict):
+        found = "an empty file" if data is None else type(data).__name__
+        raise RuleError(
+            f"a rule file must be a YAML mapping with at least `rule:` and `score:`, found {found}",
+            file=file,
+            line=1,
+        )
+    try:
+        rule = Rule.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(exc, lines, file) from None
+    for key, expression in rule.expressions():
+        try:
+            parse_expression(expression, file=file, key=key)
+        except ExpressionError as exc:
+            path = tuple(key.split("."))
+            raise ExpressionError(
+                exc.reason,
+                expression=exc.expression,
+                column=exc.column,
+                file=f"{file}:{_line_of(path, lines)}" if file and _line_of(path, lines) else file,
+                key=key,
+            ) from None
+    return rule
+
+
+def load_rule(source: str | os.PathLike[str] | Rule) -> Rule:
+    """A `Rule` from a rule file path (or a `Rule`, returned as it is).
+
+    Raises RuleError for a missing, oversized, non-UTF-8 or invalid file.
+    """
+    if isinstance(source, Rule):
+        return source
+    path = Path(source)
+    name = str(source)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_RULE_BYTES + 1)
+    except FileNotFoundError:
+        raise RuleError("no such rule file; check the path", file=name) from None
+    except IsADirectoryError:
+        raise RuleError("is a directory, not a rule file", file=name) from None
+    except OSError as exc:
+        raise RuleError(f"cannot read the rule file: {exc.strerror}", file=name) from None
+    if len(data) > MAX_RULE_BYTES:
+        raise RuleError(
+            f"rule file is larger than {MAX_RULE_BYTES // 1024} KiB; a rule is a short document",
+            file=name,
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RuleError(
+            f"byte {exc.start} is not valid UTF-8; save the file as UTF-8", file=name
+        ) from None
+    return parse_rule(text, file=name)
