@@ -1,0 +1,154 @@
+"""`validate(card) -> Report`: every check on a card directory or packed file, one report.
+
+Checks run cheap to expensive (design brief, section 7) and never stop at the first
+problem: each is a small function over a shared `CheckContext`, and a check that
+cannot run says why instead of hiding the others. The integrity verdicts (sizes,
+sha256, root digest) need only the layout and the inventory section of card.json;
+they run in a background thread while the tables are checked. An unexpected
+exception inside a check is a bug in the validator: it becomes an `internal-error`
+finding (outcome "internal-error", exit code 2), never a verdict on the card.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from ..errors import CardFormatError, UnsafeArchiveError
+from ..io.reader import CardSource, DirectorySource
+from . import coverage, inventory, layout, manifest, parquet, rules, semantics
+from .context import CheckContext, SkipCheck
+from .report import (
+    CODES,
+    CheckRun,
+    Finding,
+    Findings,
+    Report,
+    Severity,
+    build_report,
+    render_json,
+    render_text,
+)
+
+__all__ = ["CHECKS", "CODES", "Finding", "Report", "Severity", "render_json", "render_text", "validate"]
+
+Check = Callable[[CheckContext], None]
+
+#: (name, function, runs in the background) in the order the report lists them.
+CHECKS: tuple[tuple[str, Check, bool], ...] = (
+    ("layout.members", layout.check_members, False),
+    ("manifest.parse", manifest.check_manifest, False),
+    ("manifest.scope", manifest.check_scope, False),
+    ("inventory.references", inventory.check_references, False),
+    ("inventory.files", inventory.check_files, False),
+    ("inventory.digests", inventory.check_digests, True),
+    ("parquet.tables", parquet.check_tables, False),
+    ("semantics.episodes", semantics.check_episodes, False),
+    ("semantics.steps", semantics.check_steps, False),
+    ("coverage.plan", coverage.check_plan, False),
+    ("coverage.drops", coverage.check_drops, False),
+    ("rules.files", rules.check_rule_files, False),
+    ("rules.replay", rules.check_replay, False),
+)
+
+
+def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> CheckRun:
+    """Run one check into `findings`; skips and crashes become its status, never an exception."""
+    try:
+        with ctx.collecting(findings):
+            check(ctx)
+    except SkipCheck as skip:
+        return CheckRun(name=name, status="skipped", note=str(skip))
+    except UnsafeArchiveError as exc:
+        findings.add("archive-unsafe", f"{exc}; the packed card cannot be read safely: repack it",
+                     file=exc.member)
+    except Exception as exc:  # noqa: BLE001 - a bug in a check must not pass for a verdict
+        if os.environ.get("RCARD_DEBUG"):
+            raise
+        findings.add("internal-error", f"check {name} failed: {type(exc).__name__}: {str(exc)[:160]} (a bug in "
+                     "rollout-cards, not in the card; rerun with RCARD_DEBUG=1 and report it)")
+        return CheckRun(name=name, status="crashed", note=type(exc).__name__)
+    return CheckRun(name=name, status=findings.status())
+
+
+def _source(card: str | os.PathLike[str] | CardSource) -> tuple[CardSource, bool]:
+    """The source to validate and whether we opened it (and must close it)."""
+    if not isinstance(card, (str, os.PathLike)):
+        return card, False
+    path = Path(card)
+    if path.is_dir():
+        return DirectorySource(path), False
+    if not path.exists():
+        raise CardFormatError(f"{path} does not exist")
+    try:
+        from ..io.archive import ArchiveSource
+    except ModuleNotFoundError:
+        from ..io import archive_source
+
+        return archive_source(path), True  # raises: this version reads directories only
+    return ArchiveSource(path, strict=False), True
+
+
+def validate(
+    card: str | os.PathLike[str] | CardSource,
+    *,
+    replay: bool = True,
+    max_findings: int | None = None,
+    strict: bool = False,
+) -> Report:
+    """Validate a card directory, a packed card file, or any `CardSource`; never raises for a bad card.
+
+    `replay` recomputes rules' reported numbers (when the rule engine is available);
+    `max_findings` lists at most that many findings per code (the rest are counted);
+    `strict` makes warnings invalidate the card. Raises CardFormatError only when
+    `card` does not exist or cannot be opened as a card at all.
+    """
+    if max_findings is not None and max_findings < 1:
+        raise ValueError("max_findings must be at least 1")
+    try:
+        source, opened = _source(card)
+    except UnsafeArchiveError as exc:
+        findings = Findings(max_findings)
+        findings.add("archive-unsafe", f"{exc}; the packed card cannot be read safely: repack it", file=exc.member)
+        run = CheckRun(name="layout.members", status="failed", note="the archive could not be opened")
+        return build_report(str(card), findings, [run], card_id=None, strict=strict, max_findings=max_findings)
+    try:
+        return _validate(source, replay=replay, max_findings=max_findings, strict=strict)
+    finally:
+        if opened:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+
+
+def _validate(source: CardSource, *, replay: bool, max_findings: int | None, strict: bool) -> Report:
+    findings = Findings(max_findings)
+    ctx = CheckContext(source=source, replay=replay)
+    _archive_problems(source, findings)
+    results: list[tuple[str, Findings, CheckRun | Future[CheckRun]]] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-validate") as background:
+        for name, check, in_background in CHECKS:
+            own = Findings(max_findings)
+            if in_background:
+                results.append((name, own, background.submit(_run, check, ctx, own, name)))
+            else:
+                results.append((name, own, _run(check, ctx, own, name)))
+    runs = []
+    for _, own, run in results:
+        findings.merge(own)
+        runs.append(run.result() if isinstance(run, Future) else run)
+    card_id = ctx.manifest.id if ctx.manifest is not None else None
+    return build_report(source.name, findings, runs, card_id=card_id, strict=strict, max_findings=max_findings)
+
+
+# Archive rules that the inventory checks report themselves, from the members as stored.
+_ARCHIVE_RULES_COVERED = frozenset({"extra-member", "size-mismatch", "missing-member"})
+
+
+def _archive_problems(source: CardSource, findings: Findings) -> None:
+    for problem in getattr(source, "problems", ()):
+        if getattr(problem, "rule", None) not in _ARCHIVE_RULES_COVERED:
+            findings.add("archive-unsafe", f"{problem}; repack the card with `rcard pack`",
+                         file=getattr(problem, "member", None))

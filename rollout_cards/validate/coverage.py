@@ -1,0 +1,268 @@
+"""Plan coverage and the drops manifest checked against the data.
+
+Plan coverage: with a full grid (tasks x agents x trials) every (task_id, agent,
+trial) is in the episodes table or covered by a drop on `episodes` whose action
+says it is absent (omitted, filtered, sampled, unobserved): a drop with a
+selector covers the missing keys the selector matches (evaluated over a table of
+the missing keys), a drop without one covers as many as its `count`. With only
+`expected_episodes`, the present episodes plus the drops' counts must reach it.
+
+Drops: the target exists, the selector is a boolean expression over the target
+table, `affects` names rules of the card, a filtered drop's selector matches no
+row still present, and a redacted or hashed column holds only markers or nulls
+with a sha256 digest per value in `meta.digest.<column>` (docs/validation.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ExpressionError
+from ..model.card import Drop, DropAction
+from ..rules.expressions import Expression, parse_expression
+from .context import CheckContext, TableState
+from .episode_scan import report_rows
+from .layout import MANIFEST
+from .report import Findings, excerpt
+from .semantics import iter_chunks
+
+__all__ = ["COVERING", "MAX_PLAN_GRID", "REDACTED_MARKER", "check_drops", "check_plan", "drop_column"]
+
+#: Drop actions on `episodes` that account for planned episodes absent from the table.
+COVERING = frozenset({DropAction.OMITTED, DropAction.FILTERED, DropAction.SAMPLED, DropAction.UNOBSERVED})
+#: What a redacted cell holds (or a keyed digest starting with HMAC_PREFIX, or null).
+REDACTED_MARKER = "[redacted]"
+HMAC_PREFIX = "hmac-sha256:"
+#: Planned grids larger than this are checked by count only (their keys are not listed).
+MAX_PLAN_GRID = 20_000_000
+
+_KEYS = ("task_id", "agent", "trial")
+_HEX64 = "^[0-9a-f]{64}$"
+
+
+def _missing_keys(episodes: pa.Table, tasks: list[str], agents: list[str], trials: int) -> pa.Table:
+    grid = pa.table({
+        "task_id": pa.array(np.repeat(np.array(tasks, dtype=object), len(agents) * trials), pa.string()),
+        "agent": pa.array(np.tile(np.repeat(np.array(agents, dtype=object), trials), len(tasks)), pa.string()),
+        "trial": pa.array(np.tile(np.arange(trials, dtype=np.int64), len(tasks) * len(agents))),
+    })
+    present = episodes.group_by(list(_KEYS)).aggregate([])
+    return grid.join(present, keys=list(_KEYS), join_type="left anti").sort_by([(k, "ascending") for k in _KEYS])
+
+
+def _episode_keys(ctx: CheckContext, state: TableState, with_trial: bool) -> pa.Table:
+    columns = ["task_id", "agent"] + (["trial"] if with_trial else [])
+    pieces = [chunk for _, chunk in iter_chunks(ctx, state, columns)]
+    table = pa.concat_tables(pieces) if pieces else pa.table({c: pa.array([], pa.string()) for c in columns})
+    if not with_trial:
+        table = table.append_column("trial", pa.array(np.zeros(table.num_rows, dtype=np.int64)))
+    return table.select(list(_KEYS)).cast(pa.schema([("task_id", pa.string()), ("agent", pa.string()),
+                                                     ("trial", pa.int64())]))
+
+
+def _selector(drop: Drop) -> Expression | None:
+    try:
+        return parse_expression(drop.selector) if drop.selector else None
+    except ExpressionError:
+        return None  # reported by check_drops
+
+
+def _covered(missing: pa.Table, drops: list[Drop]) -> np.ndarray:
+    covered = np.zeros(missing.num_rows, dtype=bool)
+    for drop in drops:
+        expr = _selector(drop)
+        if expr is None:
+            continue
+        try:
+            expr.typecheck(missing.schema, expect="boolean")
+        except ExpressionError:
+            continue  # selects by columns the missing keys do not have: it cannot cover them
+        covered |= np.asarray(pc.fill_null(expr.evaluate(missing), False).to_numpy(zero_copy_only=False), dtype=bool)
+    return covered
+
+
+def check_plan(ctx: CheckContext) -> None:
+    """Every planned episode is present or covered by a drop; episodes outside the plan are flagged."""
+    m = ctx.manifest
+    if m is None:
+        ctx.skip("card.json does not validate")
+    if m.plan is None:
+        ctx.skip("the card declares no plan")
+    state = ctx.table_state.get("episodes")
+    plan = m.plan
+    f = ctx.findings
+    drops = [d for d in m.drops if d.target == "episodes" and d.action in COVERING]
+    budget = sum(d.count or 0 for d in drops if d.selector is None)
+    grid = plan.grid_size()
+    if grid is None:
+        if state is None or not state.readable:
+            ctx.skip("the episodes table could not be read")
+        present = sum(state.part_rows)  # type: ignore[arg-type]
+        expected = plan.expected_episodes or 0
+        counted = sum(d.count or 0 for d in drops)
+        if present + counted < expected:
+            f.add("plan-episode-missing", f"the plan expects {expected:,} episodes; {present:,} are present and "
+                  f"drops account for {counted:,}; add the missing episodes or a drops entry with their count",
+                  file=MANIFEST, pointer="/plan/expected_episodes")
+        elif present > expected:
+            f.add("episode-unplanned", f"the table has {present:,} episodes, more than the {expected:,} the plan "
+                  "expects; correct the plan", file=MANIFEST, pointer="/plan/expected_episodes")
+        return
+    with_trial = plan.trials is not None
+    needed = ("task_id", "agent") + (("trial",) if with_trial else ())
+    if state is None or not state.has(*needed):
+        ctx.skip(f"the episodes table lacks readable {', '.join(needed)} columns")
+    if grid > MAX_PLAN_GRID:
+        ctx.skip(f"the plan's grid has {grid:,} episodes, more than {MAX_PLAN_GRID:,}; it is not enumerated")
+    keys = _episode_keys(ctx, state, with_trial)
+    tasks, agents, trials = plan.tasks or [], plan.agents or [], plan.trials or 1
+    _unplanned(f, state, keys, tasks, agents, trials)
+    missing = _missing_keys(keys, tasks, agents, trials)
+    uncovered = missing.filter(pa.array(~_covered(missing, drops)))
+    if uncovered.num_rows <= budget:
+        return
+    note = f" (drops without a selector account for {budget:,} of {uncovered.num_rows:,})" if budget else ""
+    rows = uncovered.to_pylist()[: f.room("plan-episode-missing")]
+    for row in rows:
+        trial = f", trial {row['trial']}" if with_trial else ""
+        f.add("plan-episode-missing", f"planned episode (task {excerpt(row['task_id'])}, agent "
+              f"{excerpt(row['agent'])}{trial}) is not in the episodes table and no drop covers it{note}; add it "
+              "(a failed run is an episode with its status) or declare it in drops", file=MANIFEST, pointer="/plan")
+    f.omit("plan-episode-missing", uncovered.num_rows - len(rows))
+
+
+def _unplanned(f: Findings, state: TableState, keys: pa.Table, tasks: list[str], agents: list[str],
+               trials: int) -> None:
+    inside = pc.and_(
+        pc.and_(pc.is_in(keys.column("task_id"), value_set=pa.array(tasks, pa.string())),
+                pc.is_in(keys.column("agent"), value_set=pa.array(agents, pa.string()))),
+        pc.and_(pc.greater_equal(keys.column("trial"), 0), pc.less(keys.column("trial"), trials)),
+    )
+    outside = np.flatnonzero(~np.asarray(pc.fill_null(inside, False).to_numpy(), dtype=bool))
+    shown = keys.take(pa.array(outside[: f.room("episode-unplanned")], pa.int64())).to_pylist()
+    report_rows(f, "episode-unplanned", state, outside, "task_id",
+                lambda i: f"episode (task {excerpt(shown[i]['task_id'])}, agent {excerpt(shown[i]['agent'])}, "
+                f"trial {shown[i]['trial']}) is outside the plan's grid; correct the plan or the episode")
+
+
+def drop_column(drop: Drop) -> tuple[str | None, str | None] | None:
+    """(table, column) a drop targets — (None, None) for artifacts and streams — or None when the
+    target is not one of episodes, steps, <table>.<column>, artifacts, stream:<name>."""
+    target = drop.target
+    if target in ("episodes", "steps"):
+        return target, None
+    for table in ("episodes", "steps"):
+        if target.startswith(table + ".") and len(target) > len(table) + 1:
+            return table, target[len(table) + 1:]
+    if target == "artifacts" or (target.startswith("stream:") and len(target) > len("stream:")):
+        return None, None
+    return None
+
+
+def check_drops(ctx: CheckContext) -> None:
+    """Each drop: known target, valid selector, known rules, consistent with the rows present."""
+    m = ctx.manifest
+    if m is None:
+        ctx.skip("card.json does not validate")
+    f = ctx.findings
+    rule_ids = {r.id for r in m.rules}
+    for k, drop in enumerate(m.drops):
+        pointer = f"/drops/{k}"
+        for i, rule_id in enumerate(drop.affects):
+            if rule_id not in rule_ids:
+                f.add("drop-rule-unknown", f"affects rule {excerpt(rule_id)}, which the card does not have; name "
+                      "a rule listed in card.json's rules", file=MANIFEST, pointer=f"{pointer}/affects/{i}")
+        target = drop_column(drop)
+        if target is None:
+            f.add("drop-target-unknown", f"target {excerpt(drop.target)} is not episodes, steps, "
+                  "<table>.<column>, artifacts or stream:<name>", file=MANIFEST, pointer=f"{pointer}/target")
+            continue
+        table, column = target
+        state = ctx.table_state.get(table) if table else None
+        schema = state.schema if state is not None and state.readable else None
+        expr = _drop_selector(f, drop, pointer, schema)
+        if schema is None or (drop.selector and expr is None):
+            continue
+        if column is not None and drop.action in (DropAction.REDACTED, DropAction.HASHED):
+            if column not in schema.names:
+                f.add("drop-target-unknown", f"target column {excerpt(column)} is not in the {table} table; "
+                      "name a column that exists", file=MANIFEST, pointer=f"{pointer}/target")
+            else:
+                _check_redaction(ctx, state, drop, pointer, table, column, expr)
+        if drop.action is DropAction.FILTERED and drop.count is not None and expr is not None:
+            present = sum(int(pc.sum(pc.cast(expr.evaluate(chunk), pa.int64())).as_py() or 0)
+                          for _, chunk in iter_chunks(ctx, state, sorted(expr.names)))
+            if present:
+                f.add("drop-filtered-inconsistent", f"declares {drop.count:,} filtered row(s), but its selector "
+                      f"matches {present:,} row(s) still in the {table} table; remove them or fix the selector",
+                      file=MANIFEST, pointer=f"{pointer}/selector")
+
+
+def _drop_selector(f: Findings, drop: Drop, pointer: str, schema: pa.Schema | None) -> Expression | None:
+    if not drop.selector:
+        return None
+    try:
+        expr = parse_expression(drop.selector, key=f"drops[{pointer.rsplit('/', 1)[1]}].selector")
+        if schema is not None:
+            expr.typecheck(schema, expect="boolean")
+        return expr
+    except ExpressionError as exc:
+        f.add("drop-selector-invalid", f"selector is not a boolean expression over the target table: "
+              f"{exc.reason[:120]}" + (f" (column {exc.column})" if exc.column else ""),
+              file=MANIFEST, pointer=f"{pointer}/selector")
+        return None
+
+
+def _digest_column(drop: Drop, table: str, column: str) -> str:
+    name = drop.digest_column or f"meta.digest.{column}"
+    return name[len(table) + 1:] if name.startswith(table + ".") and not name.startswith("meta.") else name
+
+
+def _check_redaction(ctx: CheckContext, state: TableState, drop: Drop, pointer: str, table: str, column: str,
+                     expr: Expression | None) -> None:
+    f = ctx.findings
+    digest = _digest_column(drop, table, column)
+    has_digest = digest in state.schema.names  # type: ignore[union-attr]
+    if not has_digest:
+        f.add("drop-digest-missing", f"the {table} table has no column {excerpt(digest)} with the sha256 of each "
+              f"original {excerpt(column)} value; add it (null where the original was null)",
+              file=MANIFEST, pointer=f"{pointer}/digest_column")
+    columns = sorted({column} | ({digest} if has_digest else set()) | (set(expr.names) if expr else set()))
+    for offset, chunk in iter_chunks(ctx, state, columns):
+        scope = np.ones(chunk.num_rows, dtype=bool)
+        if expr is not None:
+            scope = np.asarray(pc.fill_null(expr.evaluate(chunk), False).to_numpy(zero_copy_only=False), dtype=bool)
+        values = chunk.column(column)
+        present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        marked = _marked(values)
+        report_rows(f, "drop-redaction-not-applied", state, offset + np.flatnonzero(scope & present & ~marked),
+                    column, lambda i: f"{excerpt(column)} is declared {drop.action.value} (card.json#{pointer}) "
+                    f"but holds a value; replace it with {REDACTED_MARKER!r} or an {HMAC_PREFIX} digest")
+        if not has_digest:
+            continue
+        digests = chunk.column(digest)
+        given = np.asarray(digests.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        report_rows(f, "drop-digest-missing", state, offset + np.flatnonzero(scope & present & marked & ~given),
+                    digest, lambda i: f"{excerpt(digest)} is null for a redacted value; store the sha256 hex of "
+                    "the original value")
+        hexed = _is_hex_digest(digests)
+        report_rows(f, "drop-digest-invalid", state, offset + np.flatnonzero(scope & given & ~hexed), digest,
+                    lambda i: f"{excerpt(digest)} is not a sha256 hex digest (64 lowercase hex characters)")
+
+
+def _marked(values: pa.ChunkedArray) -> np.ndarray:
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        return np.zeros(len(values), dtype=bool)
+    ok = pc.or_(pc.equal(values, REDACTED_MARKER), pc.starts_with(values, HMAC_PREFIX))
+    return np.asarray(pc.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _is_hex_digest(values: Any) -> np.ndarray:
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        return np.zeros(len(values), dtype=bool)
+    ok = pc.match_substring_regex(values, _HEX64)
+    return np.asarray(pc.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)

@@ -1,0 +1,196 @@
+"""Per-episode checks over the steps stream: `seq` contiguous from 0, step times non-decreasing,
+every tool_result answering an earlier tool_call of its episode.
+
+The scan consumes rows in (episode, seq) order, chunk by chunk, carrying only the
+state of the episode still open at a chunk's end (its code, last seq, last time and
+the call ids it issued), so memory is bounded by the chunk, not the table.
+
+Rows of a card usually come grouped by episode and in seq order (that is how the
+writer stores them). `EpisodeScan(order_known=False)` scans them in file order and
+stops at the first sign that they are not (an episode starting twice, or a seq
+that is not the previous one plus one); `semantics` then rescans in passes over
+episode partitions, each sorted, with `order_known=True`, which reports exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .context import TableState
+from .report import Findings, excerpt
+
+__all__ = ["EpisodeScan", "report_rows"]
+
+
+def report_rows(
+    f: Findings,
+    code: str,
+    state: TableState,
+    rows: np.ndarray,
+    column: str | None,
+    describe: Callable[[int], str],
+) -> None:
+    """Findings for the table rows `rows` (global indexes): the first ones listed, the rest counted.
+
+    `describe(i)` gives the message of the i-th row of `rows`.
+    """
+    n = len(rows)
+    k = min(n, f.room(code))
+    for i in range(k):
+        file, row = state.locate(int(rows[i]))
+        f.add(code, describe(i), file=file, row=row, column=column)
+    f.omit(code, n - k)
+
+
+def _shifted(values: np.ndarray, first: int) -> np.ndarray:
+    out = np.empty_like(values)
+    out[0] = first
+    out[1:] = values[:-1]
+    return out
+
+
+class EpisodeScan:
+    """Streaming per-episode checks; feed chunks of rows in order with `feed`."""
+
+    def __init__(self, findings: Findings, state: TableState, name_of: Callable[[int], str], *,
+                 order_known: bool, n_episodes: int):
+        self.f = findings
+        self.state = state
+        self.name_of = name_of
+        self.order_known = order_known
+        #: False once rows were seen out of (episode, seq) order (only when order is not known).
+        self.in_order = True
+        self._started = np.zeros(n_episodes, dtype=bool)
+        self._code = -1
+        self._seq = -1
+        self._t: int | None = None
+        self._calls: set[str] = set()
+
+    @property
+    def active(self) -> bool:
+        """Whether the scan still checks (it stops once file order proves unusable)."""
+        return self.in_order
+
+    def feed(
+        self,
+        code: np.ndarray,
+        seq: np.ndarray,
+        rows: np.ndarray,
+        is_call: np.ndarray,
+        is_result: np.ndarray,
+        t: pa.Array | None,
+        call_id: pa.Array | None,
+    ) -> None:
+        """Check the next rows: episode codes, seq values, global row indexes, tool-call and
+        tool-result masks, times (int64 microseconds, nullable) and call ids."""
+        if not self.active or len(code) == 0:
+            return
+        start = code != _shifted(code, self._code)
+        if not self.order_known:
+            starts = code[start]
+            if len(np.unique(starts)) != len(starts) or self._started[starts].any():
+                self.in_order = False
+                return
+            self._started[starts] = True
+        expected = np.where(start, 0, _shifted(seq, self._seq) + 1)
+        bad = np.flatnonzero(seq != expected)
+        if len(bad):
+            if not self.order_known:
+                self.in_order = False
+                return
+            self._report_seq(code, seq, rows, start, bad)
+        block = np.cumsum(start)  # 0 for rows continuing the episode open at the previous chunk's end
+        self._check_times(block, rows, code, t)
+        self._check_tools(block, rows, code, is_call, is_result, call_id)
+        self._code, self._seq = int(code[-1]), int(seq[-1])
+
+    def _report_seq(self, code: np.ndarray, seq: np.ndarray, rows: np.ndarray, start: np.ndarray,
+                    bad: np.ndarray) -> None:
+        prev = _shifted(seq, self._seq)
+
+        def describe(i: int) -> str:
+            j = bad[i]
+            episode = excerpt(self.name_of(int(code[j])))
+            if start[j]:
+                return (f"the first step of episode {episode} has seq {seq[j]}; seq must start at 0 and count "
+                        "1, 2, ... without gaps or repeats")
+            what = "repeats" if seq[j] == prev[j] else "skips ahead of"
+            return (f"seq {seq[j]} {what} seq {prev[j]} in episode {episode}; seq must count 0, 1, 2, ... "
+                    "without gaps or repeats")
+
+        report_rows(self.f, "step-seq-not-contiguous", self.state, rows[bad], "seq", describe)
+
+    def _check_times(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, t: pa.Array | None) -> None:
+        if t is None:
+            return
+        valid = np.asarray(t.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        idx = np.flatnonzero(valid)
+        last_block = block[-1]
+        if len(idx):
+            times = pc.fill_null(t, 0).to_numpy(zero_copy_only=False)[idx]
+            blocks = block[idx]
+            carried = self._t is not None and blocks[0] == 0
+            prev_t = _shifted(times, self._t if carried else 0)
+            same = _shifted(blocks, -1) == blocks
+            same[0] = carried
+            bad = np.flatnonzero(same & (times < prev_t))
+            if len(bad):
+                report_rows(
+                    self.f, "step-time-decreasing", self.state, rows[idx[bad]], "t",
+                    lambda i: f"step time is earlier than the step before it in episode "
+                    f"{excerpt(self.name_of(int(code[idx[bad[i]]])))}; times must not decrease with seq",
+                )
+            in_last = blocks == last_block
+            if in_last.any():
+                self._t = int(times[in_last][-1])
+                return
+        if last_block != 0:
+            self._t = None
+
+    def _check_tools(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, is_call: np.ndarray,
+                     is_result: np.ndarray, call_id: pa.Array | None) -> None:
+        res_idx = np.flatnonzero(is_result)
+        call_idx = np.flatnonzero(is_call)
+        if call_id is not None and call_id.null_count:
+            call_idx = call_idx[call_id.take(call_idx).is_valid().to_numpy(zero_copy_only=False)]
+        if len(res_idx):
+            self._orphans(block, rows, code, res_idx, call_idx, call_id)
+        last_block = block[-1]
+        issued = set()
+        if call_id is not None and len(call_idx):
+            in_last = call_idx[block[call_idx] == last_block]
+            issued = set(call_id.take(in_last).to_pylist())
+        self._calls = (self._calls | issued) if last_block == 0 else issued
+
+    def _orphans(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, res_idx: np.ndarray,
+                 call_idx: np.ndarray, call_id: pa.Array | None) -> None:
+        if call_id is None:
+            orphan = res_idx
+            ids: list[str | None] = [None] * len(res_idx)
+        else:
+            ids_type = pa.string()
+            calls = pa.table({"c": code[call_idx], "id": call_id.take(call_idx).cast(ids_type), "p": call_idx})
+            first = calls.group_by(["c", "id"]).aggregate([("p", "min")])
+            results = pa.table({"c": code[res_idx], "id": call_id.take(res_idx).cast(ids_type), "p": res_idx})
+            joined = results.join(first, keys=["c", "id"], join_type="left outer")
+            p = joined.column("p").to_numpy()
+            p_min = joined.column("p_min")
+            ok = pc.fill_null(pc.less(p_min, joined.column("p")), False).to_numpy(zero_copy_only=False)
+            bad = np.flatnonzero(~np.asarray(ok, dtype=bool))
+            order = np.argsort(p[bad], kind="stable")
+            orphan = p[bad][order]
+            ids = [joined.column("id")[int(i)].as_py() for i in bad[order]]
+            # A result may answer a call made in the part of its episode fed in an earlier chunk.
+            keep = [i for i, pos in enumerate(orphan) if not (block[pos] == 0 and ids[i] in self._calls)]
+            orphan, ids = orphan[keep], [ids[i] for i in keep]
+        if len(orphan):
+            report_rows(
+                self.f, "tool-result-orphan", self.state, rows[orphan], "call_id",
+                lambda i: f"tool_result refers to call_id {excerpt(ids[i]) if ids[i] is not None else 'null'}, which "
+                f"no earlier tool_call of episode {excerpt(self.name_of(int(code[orphan[i]])))} issued; fix the "
+                "call_id or record the call",
+            )

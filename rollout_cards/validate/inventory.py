@@ -1,0 +1,108 @@
+"""Inventory completeness and integrity: missing and unlisted files, sizes, sha256, root digest.
+
+The integrity verdicts (`check_digests`) depend only on the layout and on the
+inventory section of card.json, so they are given even when the rest of the
+manifest is invalid. Hashing is streamed through `CardSource.open_binary`, 1 MiB
+at a time; sizes are taken from the stored members, never from the manifest.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ..io.hashing import root_digest, sha256_stream
+from ..io.staging import STAGING_DIR
+from .context import CheckContext
+from .layout import MANIFEST
+from .report import excerpt
+
+__all__ = ["check_digests", "check_files", "check_references", "referenced_paths"]
+
+
+def _inventory_index(ctx: CheckContext) -> dict[str, int]:
+    doc = ctx.document.get("inventory", {}).get("files", []) if isinstance(ctx.document, dict) else []
+    return {item.get("path"): i for i, item in enumerate(doc) if isinstance(item, dict)}
+
+
+def referenced_paths(ctx: CheckContext) -> dict[str, str]:
+    """Path -> JSON pointer of every file card.json refers to outside the inventory (tables, rules)."""
+    refs: dict[str, str] = {}
+    if ctx.tables is not None:
+        for name in ("episodes", "steps"):
+            for j, path in enumerate(getattr(ctx.tables, name).paths):
+                refs.setdefault(path, f"/tables/{name}/paths/{j}")
+    if ctx.manifest is not None:
+        for k, rule in enumerate(ctx.manifest.rules):
+            refs.setdefault(rule.path, f"/rules/{k}/path")
+    return refs
+
+
+def check_references(ctx: CheckContext) -> None:
+    """Every table part and rule file is in the inventory, and each rule's digest agrees with it."""
+    if ctx.inventory is None:
+        ctx.skip("card.json has no readable inventory")
+    f = ctx.findings
+    listed = {e.path: e for e in ctx.inventory}
+    for path, pointer in referenced_paths(ctx).items():
+        if path not in listed:
+            present = "" if path in ctx.hashable else " and does not exist"
+            f.add("reference-unlisted", f"{excerpt(path)} is referred to but not listed in the inventory{present}; "
+                  "add it with its size and sha256 (rcard refresh) or remove the reference",
+                  file=MANIFEST, pointer=pointer)
+    for k, rule in enumerate(ctx.manifest.rules if ctx.manifest else ()):
+        entry = listed.get(rule.path)
+        if entry is not None and entry.sha256 != rule.sha256:
+            f.add("rule-digest-mismatch", f"rule {excerpt(rule.id)} declares sha256 {rule.sha256[:12]}…, the "
+                  f"inventory lists {entry.sha256[:12]}… for {excerpt(rule.path)}; make them agree",
+                  file=MANIFEST, pointer=f"/rules/{k}/sha256")
+
+
+def check_files(ctx: CheckContext) -> None:
+    """Every listed file exists as a regular file; every regular file is listed."""
+    if ctx.inventory is None:
+        ctx.skip("card.json has no readable inventory")
+    f = ctx.findings
+    listed = ctx.inventory_paths
+    for entry in ctx.inventory:
+        member = ctx.entries.get(entry.path)
+        if member is None:
+            f.add("file-missing", "is listed in the inventory but absent; add the file or remove its entry",
+                  file=entry.path)
+        elif member.kind != "file":
+            f.add("file-missing", f"is listed in the inventory but is a {member.kind}, not a regular file",
+                  file=entry.path)
+    refs = referenced_paths(ctx)
+    for path in sorted(ctx.hashable - listed - set(refs) - {MANIFEST}):
+        if path.startswith(STAGING_DIR + "/"):
+            continue  # reported once as card-unfinished
+        f.add("file-unlisted", "is not listed in the inventory; add it (with its size and sha256) or remove it",
+              file=path)
+
+
+def check_digests(ctx: CheckContext) -> None:
+    """Sizes and sha256 of every listed file (streamed), and the root digest over the inventory."""
+    if ctx.inventory is None:
+        ctx.skip("card.json has no readable inventory")
+    f = ctx.findings
+    index = _inventory_index(ctx)
+    for entry in ctx.inventory:
+        if entry.path not in ctx.hashable:
+            continue  # absent or not a regular file: reported by check_files / the layout check
+        pointer = f"/inventory/files/{index.get(entry.path, 0)}"
+        size = ctx.entries[entry.path].size
+        if size != entry.bytes:
+            f.add("file-size-mismatch", f"is {size:,} bytes, the inventory says {entry.bytes:,}; the file was "
+                  "changed or truncated: restore it or update the inventory", file=entry.path)
+        with ctx.source.open_binary(entry.path) as fh:
+            digest, _ = sha256_stream(fh)
+        if digest != entry.sha256:
+            f.add("file-digest-mismatch", f"sha256 is {digest[:12]}…, the inventory says {entry.sha256[:12]}… "
+                  f"(card.json#{pointer}); the file was changed: restore it or update the inventory",
+                  file=entry.path)
+    if ctx.declared_lines is None:
+        ctx.skip("the inventory's entries are malformed, so the root digest cannot be recomputed")
+    computed = root_digest(SimpleNamespace(path=p, bytes=b, sha256=s) for p, b, s in ctx.declared_lines)
+    if computed != ctx.declared_root:
+        f.add("root-digest-mismatch", f"root_digest is {excerpt(ctx.declared_root)}, the inventory's entries give "
+              f"{computed[:12]}…; the inventory was edited: restore it or recompute the root digest",
+              file=MANIFEST, pointer="/inventory/root_digest")

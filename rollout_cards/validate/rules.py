@@ -1,0 +1,118 @@
+"""Rule files: every rule listed in card.json is a size-capped, UTF-8, safe-YAML mapping whose
+`rule` id matches card.json and its file name `rules/<id>.yaml`; no unlisted file under rules/.
+
+Compiling each rule (`rule-invalid`) and replaying its `reported` numbers
+(`reported-mismatch`) belong here too and come with the rule engine; until then
+`check_replay` says, as an info finding, which numbers were not recomputed.
+Presence and digests of rule files are checked by `inventory` like any other file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from .context import CheckContext
+from .layout import MANIFEST
+from .report import excerpt
+
+__all__ = ["MAX_RULE_BYTES", "check_replay", "check_rule_files", "load_rule_yaml"]
+
+#: A rule file larger than this is refused before it is read.
+MAX_RULE_BYTES = 1024 * 1024
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated in one mapping (PyYAML keeps the last silently)."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {excerpt(key)}",
+                                                        key_node.start_mark)
+            seen.add(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(None, None, "a mapping key is not a scalar",
+                                                    key_node.start_mark) from None
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def load_rule_yaml(text: str) -> Any:
+    """Parse rule-file text with the safe loader, refusing duplicate keys; raises yaml.YAMLError."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def _yaml_problem(exc: Exception) -> str:
+    # Only the problem and its position: PyYAML's full message quotes lines of the file.
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def check_rule_files(ctx: CheckContext) -> None:
+    """Each listed rule file parses as a safe-YAML mapping with the id card.json gives it."""
+    if ctx.manifest is None:
+        ctx.skip("card.json does not validate")
+    f = ctx.findings
+    listed = {ref.path for ref in ctx.manifest.rules}
+    for path in sorted(p for p in ctx.hashable if p.startswith("rules/") and p not in listed):
+        f.add("rule-unlisted", "is under rules/ but not listed in card.json's rules; list it (with its id and "
+              "sha256) or remove it", file=path)
+    parsed: dict[str, Any] = {}
+    for k, ref in enumerate(ctx.manifest.rules):
+        pointer = f"/rules/{k}"
+        if ref.path != f"rules/{ref.id}.yaml":
+            f.add("rule-id-mismatch", f"rule {excerpt(ref.id)} is stored at {excerpt(ref.path)}; store it at "
+                  f"rules/<id>.yaml", file=MANIFEST, pointer=f"{pointer}/path")
+        if ref.path not in ctx.readable:
+            continue  # absent or not a regular file: reported by the layout and inventory checks
+        size = ctx.entries[ref.path].size
+        if size > MAX_RULE_BYTES:
+            f.add("rule-too-large", f"is {size:,} bytes, more than the limit of {MAX_RULE_BYTES:,}; a rule is a "
+                  "short declaration", file=ref.path)
+            continue
+        data = ctx.source.read_bytes(ref.path, limit=MAX_RULE_BYTES)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            f.add("rule-not-utf8", f"byte {exc.start} is not valid UTF-8; save the rule file as UTF-8",
+                  file=ref.path)
+            continue
+        try:
+            doc = load_rule_yaml(text)
+        except (yaml.YAMLError, RecursionError, ValueError) as exc:
+            f.add("rule-yaml-invalid", f"is not valid YAML: {_yaml_problem(exc)}", file=ref.path)
+            continue
+        if not isinstance(doc, dict):
+            f.add("rule-yaml-invalid", "must hold a YAML mapping with a `rule:` id at the top", file=ref.path)
+            continue
+        if doc.get("rule") != ref.id:
+            f.add("rule-id-mismatch", f"declares rule {excerpt(doc.get('rule'))} but card.json lists it as "
+                  f"{excerpt(ref.id)}; make the ids agree", file=ref.path)
+            continue
+        parsed[ref.id] = doc
+    ctx.facts["rules"] = parsed
+
+
+def check_replay(ctx: CheckContext) -> None:
+    """Replay of `reported` numbers: not available until the rule engine lands; says what was not done."""
+    if not ctx.replay:
+        ctx.skip("replay was turned off (--no-replay)")
+    rules: dict[str, Any] = ctx.facts.get("rules") or {}
+    pending = [rule_id for rule_id, doc in rules.items() if doc.get("reported")]
+    index = {ref.id: k for k, ref in enumerate(ctx.manifest.rules)} if ctx.manifest else {}
+    for rule_id in pending:
+        ctx.findings.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} were not "
+                         "recomputed: this version of rollout-cards has no rule engine to replay them",
+                         file=MANIFEST, pointer=f"/rules/{index.get(rule_id, 0)}")
+    if pending:
+        ctx.skip(f"{len(pending)} rule(s) with reported numbers were not replayed (no rule engine yet)")

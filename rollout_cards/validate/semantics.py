@@ -1,0 +1,308 @@
+"""Table semantics, streamed in chunks with pyarrow compute: required values, enums, finite
+numbers, unique episode ids, episode times, and per step its episode, seq, time and tool call.
+
+Memory: the steps table is read one chunk (about a million rows of the checked
+columns) at a time. The episodes table contributes an id -> row dictionary (about
+100 bytes per episode) and a few numbers per episode, which is what checking
+referential integrity and unique ids needs without sorting to disk. Steps that
+are not stored grouped by episode in seq order are rescanned in partitions of
+episodes, each sorted in memory (`SORT_PASS_ROWS` rows per pass); see `episode_scan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, StepKind, TerminalStatus
+from .context import CheckContext, TableState
+from .episode_scan import EpisodeScan, report_rows
+from .parquet import open_parquet
+from .report import Findings, excerpt
+
+__all__ = ["CHUNK_ROWS", "SORT_PASS_ROWS", "EpisodeFacts", "check_episodes", "check_steps", "iter_chunks"]
+
+#: Rows read and checked at a time.
+CHUNK_ROWS = 1 << 20
+#: Rows of steps sorted in memory per pass when steps are not grouped by episode in seq order.
+SORT_PASS_ROWS = 4 << 20
+
+_COLUMNS = {"episodes": {c.name: c for c in EPISODE_COLUMNS}, "steps": {c.name: c for c in STEP_COLUMNS}}
+_ALLOWED = {
+    "status": pa.array([s.value for s in TerminalStatus]),
+    "kind": pa.array([k.value for k in StepKind]),
+}
+
+
+@dataclass
+class EpisodeFacts:
+    """What the episodes check leaves for the steps check."""
+
+    lookup: dict[str, int]
+    """episode_id -> row of its first occurrence."""
+    ids: list[str | None]
+    """episode_id by row."""
+    n_steps: np.ndarray | None
+    """n_steps by row (-1 where null), when the column is present."""
+    duplicate: np.ndarray
+    """True for rows whose episode_id occurred in an earlier row."""
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def name_of(self, code: int) -> str:
+        return self.ids[code] or ""
+
+
+def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str],
+                chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[int, pa.Table]]:
+    """(first row index, table of `columns`) over every part, about `chunk_rows` rows at a time."""
+    start, pending, n = 0, [], 0
+    for rel in state.parts:
+        for batch in open_parquet(ctx, rel).iter_batches(batch_size=chunk_rows, columns=columns):
+            pending.append(batch.replace_schema_metadata(None))
+            n += batch.num_rows
+            if n >= chunk_rows:
+                yield start, pa.Table.from_batches(pending).combine_chunks()
+                start, pending, n = start + n, [], 0
+    if pending:
+        yield start, pa.Table.from_batches(pending).combine_chunks()
+
+
+def _array(chunk: pa.Table, name: str) -> pa.Array:
+    column = chunk.column(name)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _mask(values: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def kind_mask(kind: pa.Array, value: str) -> np.ndarray:
+    """Rows whose enum column (plain or dictionary-encoded) equals `value`."""
+    if pa.types.is_dictionary(kind.type):
+        return _mask(pc.equal(kind.dictionary, value).take(kind.indices))
+    return _mask(pc.equal(kind, value))
+
+
+def _checked_columns(state: TableState, table: str, wanted: tuple[str, ...]) -> list[str]:
+    schema = state.schema
+    assert schema is not None
+    names = [c for c in wanted if state.has(c)]
+    floats = [fld.name for fld in schema if pa.types.is_floating(fld.type) and fld.name not in state.bad_columns]
+    return names + [c for c in floats if c not in names]
+
+
+def _row_checks(f: Findings, state: TableState, table: str, offset: int, chunk: pa.Table) -> None:
+    """Checks that look at one row at a time: required values, enums, finite numbers."""
+    standard = _COLUMNS[table]
+    for name in chunk.column_names:
+        arr = _array(chunk, name)
+        col = standard.get(name)
+        if col is not None and not col.nullable and arr.null_count:
+            rows = offset + np.flatnonzero(_mask(arr.is_null()))
+            report_rows(f, "value-null", state, rows, name,
+                        lambda i, name=name: f"{name} is null; every {table} row needs one")
+        if name in _ALLOWED:
+            _enum_rows(f, state, table, offset, name, arr)
+        if pa.types.is_floating(arr.type):
+            bad = np.flatnonzero(_mask(pc.invert(pc.is_finite(arr))))
+            if len(bad):
+                values = arr.take(pa.array(bad[: f.room("value-not-finite")], pa.int64())).to_pylist()
+                report_rows(f, "value-not-finite", state, offset + bad, name,
+                            lambda i, name=name, values=values: f"{name} is {values[i]}; numbers must be "
+                            "finite: use null for a missing value and record why in drops")
+
+
+def _enum_rows(f: Findings, state: TableState, table: str, offset: int, name: str, arr: pa.Array) -> None:
+    allowed = _ALLOWED[name]
+    if pa.types.is_dictionary(arr.type):
+        ok_dict = pc.is_in(arr.dictionary, value_set=allowed)
+        if ok_dict.false_count == 0:
+            return
+        ok = ok_dict.take(arr.indices)
+    else:
+        ok = pc.is_in(arr, value_set=allowed)
+    bad = np.flatnonzero(_mask(pc.and_(pc.invert(ok), arr.is_valid())))
+    if len(bad):
+        values = arr.take(pa.array(bad[: f.room("enum-invalid")], pa.int64())).to_pylist()
+        report_rows(f, "enum-invalid", state, offset + bad, name,
+                    lambda i: f"{name} {excerpt(values[i])} is not one of {', '.join(allowed.to_pylist())}")
+
+
+def check_episodes(ctx: CheckContext) -> None:
+    """Episodes: required values, status enum, finite numbers, unique ids, ended_at >= started_at."""
+    state = ctx.table_state.get("episodes")
+    if state is None or not state.readable:
+        ctx.skip("the episodes table could not be read")
+    f = ctx.findings
+    columns = _checked_columns(state, "episodes", ("episode_id", "task_id", "status", "started_at", "ended_at",
+                                                   "n_steps"))
+    lookup: dict[str, int] = {}
+    ids: list[str | None] = []
+    duplicates: list[int] = []
+    n_steps: list[np.ndarray] = []
+    for offset, chunk in iter_chunks(ctx, state, columns):
+        _row_checks(f, state, "episodes", offset, chunk)
+        if "episode_id" in columns:
+            chunk_ids = _array(chunk, "episode_id").to_pylist()
+            for i, value in enumerate(chunk_ids, start=offset):
+                if value is not None and lookup.setdefault(value, i) != i:
+                    duplicates.append(i)
+            ids.extend(chunk_ids)
+        if "started_at" in columns and "ended_at" in columns:
+            reversed_ = np.flatnonzero(_mask(pc.less(_array(chunk, "ended_at"), _array(chunk, "started_at"))))
+            report_rows(f, "episode-time-reversed", state, offset + reversed_, "ended_at",
+                        lambda i: "ended_at is earlier than started_at; fix the episode's timestamps")
+        if "n_steps" in columns:
+            n_steps.append(pc.fill_null(_array(chunk, "n_steps"), -1).to_numpy(zero_copy_only=False))
+    report_rows(f, "episode-id-duplicate", state, np.array(duplicates, dtype=np.int64), "episode_id",
+                lambda i: f"episode_id {excerpt(ids[duplicates[i]])} already appears in row "
+                f"{lookup[ids[duplicates[i]]]}; episode ids must be unique")
+    if "episode_id" in columns:
+        duplicate = np.zeros(len(ids), dtype=bool)
+        duplicate[duplicates] = True
+        ctx.facts["episodes"] = EpisodeFacts(
+            lookup, ids, np.concatenate(n_steps) if n_steps else None, duplicate
+        )
+
+
+def episode_codes(ids: pa.Array, lookup: dict[str, int]) -> np.ndarray:
+    """Row of each id's episode (-1 for null or unknown ids), looking up each distinct id once."""
+    encoded = ids if pa.types.is_dictionary(ids.type) else ids.dictionary_encode()
+    values = encoded.dictionary.to_pylist()
+    table = np.fromiter((lookup.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    indices = encoded.indices
+    if not len(table):
+        return np.full(len(ids), -1, dtype=np.int64)
+    codes = table[pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)]
+    if indices.null_count:
+        codes[~_mask(indices.is_valid())] = -1
+    return codes
+
+
+_SCAN_COLUMNS = ("episode_id", "seq", "kind", "t", "call_id")
+
+
+def _scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
+    """The arrays EpisodeScan.feed takes, for rows `idx` of `chunk` (all rows when None)."""
+    def pick(name: str) -> pa.Array | None:
+        if name not in chunk.column_names:
+            return None
+        arr = _array(chunk, name)
+        return arr if idx is None else arr.take(pa.array(idx, pa.int64()))
+
+    kind = pick("kind")
+    t = pick("t")
+    call_id = pick("call_id")
+    return {
+        "is_call": kind_mask(kind, "tool_call"),
+        "is_result": kind_mask(kind, "tool_result"),
+        "t": t.cast(pa.int64()) if t is not None else None,
+        "call_id": call_id.cast(pa.string()) if call_id is not None else None,
+    }
+
+
+def check_steps(ctx: CheckContext) -> None:
+    """Steps: required values, kind enum, finite numbers; with the episodes table, each step's
+    episode exists, seq is contiguous from 0, times do not decrease, tool results answer a call,
+    and every episode's n_steps matches its rows."""
+    state = ctx.table_state.get("steps")
+    if state is None or not state.readable:
+        ctx.skip("the steps table could not be read")
+    f = ctx.findings
+    episodes: EpisodeFacts | None = ctx.facts.get("episodes")
+    linked = episodes is not None and state.has("episode_id")
+    per_episode = linked and state.has("seq", "kind")
+    columns = _checked_columns(state, "steps", _SCAN_COLUMNS)
+    pending = Findings(f.cap)
+    scan = (EpisodeScan(pending, state, episodes.name_of, order_known=False, n_episodes=episodes.count)
+            if per_episode else None)
+    counts = np.zeros(episodes.count if episodes else 0, dtype=np.int64)
+    for offset, chunk in iter_chunks(ctx, state, columns):
+        _row_checks(f, state, "steps", offset, chunk)
+        if not linked:
+            continue
+        ids = _array(chunk, "episode_id")
+        codes = episode_codes(ids, episodes.lookup)
+        known = codes >= 0
+        orphans = np.flatnonzero(~known & _mask(ids.is_valid()))
+        if len(orphans):
+            shown = ids.take(pa.array(orphans[: f.room("step-episode-missing")], pa.int64())).to_pylist()
+            report_rows(f, "step-episode-missing", state, offset + orphans, "episode_id",
+                        lambda i, shown=shown: f"step belongs to episode {excerpt(shown[i])}, which is not in "
+                        "the episodes table; add the episode or remove its steps")
+        counts += np.bincount(codes[known], minlength=len(counts))
+        if scan is not None and scan.active:
+            seq = _array(chunk, "seq")
+            usable = known & _mask(seq.is_valid())
+            idx = None if usable.all() else np.flatnonzero(usable)
+            rows = offset + (np.arange(len(codes)) if idx is None else idx)
+            seqs = pc.fill_null(seq, -1).to_numpy(zero_copy_only=False)
+            scan.feed(codes if idx is None else codes[idx], seqs if idx is None else seqs[idx], rows,
+                      **_scan_inputs(chunk, idx))
+    if scan is not None:
+        if scan.in_order:
+            f.merge(pending)
+        else:
+            _sorted_passes(ctx, state, episodes)
+    if linked and episodes.n_steps is not None:
+        _check_step_counts(ctx, episodes, counts)
+
+
+def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts) -> None:
+    """Per-episode checks for steps not stored in (episode, seq) order: one pass per partition of
+    the episodes (row % passes), each partition's steps sorted in memory."""
+    total = sum(r or 0 for r in state.part_rows)
+    passes = max(1, -(-total // SORT_PASS_ROWS))
+    columns = [c for c in _SCAN_COLUMNS if state.has(c)]
+    for part in range(passes):
+        pieces = []
+        for offset, chunk in iter_chunks(ctx, state, columns):
+            codes = episode_codes(_array(chunk, "episode_id"), episodes.lookup)
+            seq = _array(chunk, "seq")
+            idx = np.flatnonzero((codes >= 0) & (codes % passes == part) & _mask(seq.is_valid()))
+            if not len(idx):
+                continue
+            inputs = _scan_inputs(chunk, idx)
+            piece = {
+                "code": codes[idx],
+                "seq": seq.take(pa.array(idx, pa.int64())),
+                "row": offset + idx,
+                "is_call": inputs["is_call"],
+                "is_result": inputs["is_result"],
+            }
+            for name in ("t", "call_id"):
+                if inputs[name] is not None:
+                    piece[name] = inputs[name]
+            pieces.append(pa.table(piece))
+        if not pieces:
+            continue
+        table = pa.concat_tables(pieces).sort_by([("code", "ascending"), ("seq", "ascending"),
+                                                  ("row", "ascending")])
+        scan = EpisodeScan(ctx.findings, state, episodes.name_of, order_known=True, n_episodes=episodes.count)
+        for start in range(0, table.num_rows, CHUNK_ROWS):
+            sl = table.slice(start, CHUNK_ROWS).combine_chunks()
+            scan.feed(
+                sl.column("code").to_numpy(),
+                sl.column("seq").to_numpy(),
+                sl.column("row").to_numpy(),
+                sl.column("is_call").to_numpy(zero_copy_only=False),
+                sl.column("is_result").to_numpy(zero_copy_only=False),
+                _array(sl, "t") if "t" in sl.column_names else None,
+                _array(sl, "call_id") if "call_id" in sl.column_names else None,
+            )
+
+
+def _check_step_counts(ctx: CheckContext, episodes: EpisodeFacts, counts: np.ndarray) -> None:
+    n_steps = episodes.n_steps
+    assert n_steps is not None
+    bad = np.flatnonzero((n_steps >= 0) & (n_steps != counts) & ~episodes.duplicate)
+    report_rows(ctx.findings, "episode-step-count-mismatch", ctx.table_state["episodes"], bad, "n_steps",
+                lambda i: f"n_steps is {n_steps[bad[i]]} but the steps table has {counts[bad[i]]} rows of episode "
+                f"{excerpt(episodes.ids[bad[i]])}; set n_steps to the number of its steps")
