@@ -21,11 +21,12 @@ import codecs
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import SourceFormatError
 
-__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl"]
+__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records"]
 
 #: One record larger than this (in characters) is refused rather than buffered.
 DEFAULT_MAX_VALUE_CHARS = 1 << 30
@@ -172,6 +173,11 @@ class JsonStream:
                 return
             raise self._unexpected(got, "',' or ']' after an array element")
 
+    def document_items(self, *, label: str = "{}") -> Iterator[tuple[int, Any]]:
+        """`array_items()` of a document that is one array, then `end()`."""
+        yield from self.array_items(label=label)
+        self.end()
+
     def object_keys(self) -> Iterator[str]:
         """Yield each key of the object that starts here; the caller must consume its value
         (`read_value`, `array_items` or `skip_value`) before asking for the next key."""
@@ -240,3 +246,35 @@ def _lines(fh: BinaryIO, name: str, limit: int) -> Iterator[bytes]:
                 f"is longer than {limit} bytes; refusing to buffer it", file=name, record=f"line {number}"
             )
         yield line
+
+
+def iter_records(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) -> Iterator[tuple[str, Any]]:
+    """(label, record) of a file that is a JSON array, JSON Lines, or one JSON document.
+
+    A file whose first line is a complete JSON value is read as JSON Lines (labels
+    "line N"); one starting with `[` as an array streamed element by element (labels
+    "N"); anything else as a single document (label "document").
+    """
+    name = str(path)
+    with open(path, "rb") as fh:
+        first = fh.readline(1 << 20)
+        fh.seek(0)
+        if first.lstrip().startswith(b"["):
+            stream = JsonStream(fh, name, max_value_chars=max_value_chars)
+            for index, value in stream.document_items():
+                yield str(index), value
+            return
+        try:
+            json.loads(first, parse_constant=_reject_constant)
+            whole_line = first.strip() != b""
+        except (ValueError, RecursionError):
+            whole_line = False
+        if whole_line:
+            for number, value in iter_jsonl(fh, name, max_line_bytes=max_value_chars):
+                yield f"line {number}", value
+            return
+        stream = JsonStream(fh, name, max_value_chars=max_value_chars)
+        stream.record = "document"
+        value = stream.read_value()
+        stream.end()
+        yield "document", value

@@ -154,6 +154,7 @@ class ImportSession:
         self._drops: list[Drop] = []
         self._notes: list[str] = []
         self._header = _Header()
+        self._time_inversions = 0
         self._done = False
 
     # -- provenance, plan, notes ---------------------------------------------------------
@@ -253,6 +254,13 @@ class ImportSession:
                 self._check_extra(column, value, steps)
                 out[column] = value
         out["n_steps"] = len(steps.rows)
+        last = None
+        for step in steps.rows:
+            t = step[3]
+            if t is not None:
+                if last is not None and t < last:
+                    self._time_inversions += 1
+                last = t
         self._ids.add(episode_id)
         self._episodes.append(out)
         self._steps.extend(steps.rows)
@@ -395,6 +403,9 @@ class ImportSession:
             )
         self._flush()
         self._malformed_drops()
+        if self._time_inversions:
+            self.note(f"{self._time_inversions} step(s) carry a timestamp earlier than the step before them; "
+                      "steps keep the source's order and the source's times")
         self._writer.close()
         header = self._header
         provenance = Provenance.model_validate(

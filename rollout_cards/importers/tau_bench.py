@@ -88,7 +88,7 @@ class TauBenchImporter:
             session.add_agent({"name": agent})
             with open(path, "rb") as fh:
                 stream = JsonStream(fh, str(path))
-                for i, record in session.guard(stream.array_items()):
+                for i, record in session.guard(stream.document_items()):
                     with session.record():
                         row, steps = _episode(record, i, agent, str(path), counts)
                         session.add_episode(row, steps)
@@ -97,7 +97,6 @@ class TauBenchImporter:
                         tally[key][1] += _successful(row["score.reward"])
                         rewards[agent].append(row["score.reward"])
                         seen_trials[agent].add((row["task_id"], row["trial"]))
-                stream.end()
         for note in counts.notes():
             session.note(note)
         if not rewards:

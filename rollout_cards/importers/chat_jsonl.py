@@ -1,0 +1,353 @@
+"""Chat JSONL (OpenAI-style `messages`, one trajectory per line) and ATIF trajectories.
+
+Sources are JSON Lines, a JSON array, or one JSON document. `chat-jsonl` reads
+either kind of record (an object whose `schema_version` starts with "ATIF-v1" is
+read as ATIF); `atif` accepts ATIF only. Which record fields hold the episode id,
+task, agent, trial, status and scores is named by `--field KEY=PATH` (PATH is a
+dotted path into the record, e.g. `metadata.task_id`) or a mapping file (YAML or
+JSON object of the same keys, plus `status_values` to translate status strings):
+
+| key               | default                         | becomes            |
+|-------------------|---------------------------------|--------------------|
+| `id`              | `id` (chat), `session_id` (ATIF); else `<file stem>/<record>` | `episode_id` |
+| `task`            | `task_id` (required)            | `task_id`          |
+| `agent`           | `--agent`, else `agent` (chat) / `agent.name` (ATIF), else the file stem | `agent` |
+| `trial`, `run_id`, `seed` | `trial`, `run_id`, `seed` when present | the same columns |
+| `status`          | `status` when present, else every episode `completed` (declared in drops) | `status` |
+| `messages`        | `messages` (chat)               | steps (see `openai_chat`) |
+| `score.<name>`, `task.<name>`, `cond.<name>`, `meta.<name>` | none | that column |
+
+ATIF steps: each step's `message` → `message` (role system / user / assistant for
+source system / user / agent; tokens and cost from `metrics`; `reasoning_content`,
+`model_name`, `extra`, other metrics in payload); `tool_calls` → `tool_call`;
+`observation.results` → `tool_result` (by `source_call_id`) or `observation`.
+Episode tokens come from `final_metrics`, else the sum of the steps' metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ImporterError
+from ..tables import TerminalStatus
+from .base import ImportRequest
+from .json_stream import iter_records
+from .openai_chat import ChatMapping, add_chat_messages
+from .session import ImportSession
+from .steps import StepBuffer, json_text, parse_timestamp
+
+__all__ = ["AtifImporter", "ChatJsonlImporter", "FieldMapping"]
+
+_STANDARD_KEYS = ("id", "task", "agent", "trial", "status", "run_id", "seed", "messages")
+_PREFIXES = ("score.", "task.", "cond.", "meta.")
+_STATUSES = frozenset(s.value for s in TerminalStatus)
+_ROLES = {"system": "system", "user": "user", "agent": "assistant"}
+_MISSING = object()
+
+
+class FieldMapping:
+    """Where each episode field is found in a record (see the module table)."""
+
+    def __init__(self, fields: Mapping[str, str], status_values: Mapping[str, str]):
+        for key, path in fields.items():
+            if key not in _STANDARD_KEYS and not (key.startswith(_PREFIXES) and key not in _PREFIXES):
+                raise ImporterError(
+                    f"unknown field key {key!r}; use {', '.join(_STANDARD_KEYS)} or score.<name>, task.<name>, "
+                    "cond.<name>, meta.<name>"
+                )
+            if not isinstance(path, str) or not path:
+                raise ImporterError(f"field {key!r} needs a dotted path into the record")
+        for source, status in status_values.items():
+            if status not in _STATUSES:
+                raise ImporterError(f"status_values maps {source!r} to {status!r}, not one of {', '.join(sorted(_STATUSES))}")
+        self.fields = dict(fields)
+        self.status_values = {str(k): v for k, v in status_values.items()}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> FieldMapping:
+        """Merge a mapping file (`mapping`) with `fields` given on the command line (which win)."""
+        fields: dict[str, str] = {}
+        status_values: dict[str, str] = {}
+        if options.get("mapping"):
+            doc = _load_mapping(Path(options["mapping"]))
+            status_values = doc.pop("status_values", None) or {}
+            if not isinstance(status_values, dict):
+                raise ImporterError(f"{options['mapping']}: status_values must be a mapping")
+            fields.update(doc)
+        fields.update(options.get("fields") or {})
+        return cls(fields, status_values)
+
+
+def _load_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImporterError(f"{path}: cannot read the mapping file: {exc}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ImporterError(f"{path}: the mapping file is not valid YAML or JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ImporterError(f"{path}: the mapping file must be an object of KEY: PATH entries")
+    return dict(doc)
+
+
+def lookup(record: Any, path: str) -> Any:
+    """The value at a dotted path (`a.b.0.c`), or `_MISSING`."""
+    value = record
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
+class _Context:
+    """Per-import state: the mapping, counts of unobserved values, mapping notes."""
+
+    def __init__(self, mapping: FieldMapping, request: ImportRequest, atif_only: bool):
+        self.mapping = mapping
+        self.request = request
+        self.atif_only = atif_only
+        self.chat = ChatMapping()
+        self.default_status = 0
+        self.steps_without_time = 0
+        self.chat_records = 0
+        self.model_steps_without_tokens = 0
+        self.episodes_without_tokens = 0
+
+
+class ChatJsonlImporter:
+    """One trajectory per record: OpenAI-style `messages`, or ATIF trajectories."""
+
+    name = "chat-jsonl"
+    summary = "chat JSONL (one OpenAI-style `messages` trajectory per line) or ATIF trajectories"
+    options = {
+        "fields": "KEY=PATH pairs naming the id, task, agent, trial, status, messages and score./task./cond./meta. fields",
+        "mapping": "YAML or JSON file with the same keys (and status_values: {source value: status})",
+    }
+    atif_only = False
+
+    def read(self, request: ImportRequest, session: ImportSession) -> None:
+        """Import every record of every source."""
+        request.check_options(self.name, self.options)
+        ctx = _Context(FieldMapping.from_options(request.options), request, self.atif_only)
+        for index, path in enumerate(request.sources):
+            session.add_source(path, self.name, request.url(index))
+            for label, record in session.guard(iter_records(path)):
+                with session.record():
+                    row, steps = _episode(record, label, path, ctx, session)
+                    session.add_episode(row, steps)
+        _declare(session, ctx)
+
+
+class AtifImporter(ChatJsonlImporter):
+    """ATIF trajectories (Agent Trajectory Interchange Format, schema_version ATIF-v1.x)."""
+
+    name = "atif"
+    summary = "ATIF trajectories (schema_version ATIF-v1.x): one per file, per line, or in a JSON array"
+    atif_only = True
+
+
+def _is_atif(record: dict[str, Any]) -> bool:
+    version = record.get("schema_version")
+    return isinstance(version, str) and version.startswith("ATIF-v1")
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value
+    return json_text(value)
+
+
+def _field(record: dict[str, Any], ctx: _Context, key: str, default: str | None, consumed: set[str]) -> Any:
+    """The value of `key` (its mapped path, else `default`); a whole top-level field that
+    becomes a column is added to `consumed` so meta.record does not repeat it."""
+    path = ctx.mapping.fields.get(key, default)
+    value = _MISSING if path is None else lookup(record, path)
+    if value is not _MISSING and path is not None and "." not in path:
+        consumed.add(path)
+    return value
+
+
+def _episode(
+    record: Any, label: str, path: Path, ctx: _Context, session: ImportSession
+) -> tuple[dict[str, Any], StepBuffer]:
+    probe = StepBuffer("", file=str(path), record=label)
+    if not isinstance(record, dict):
+        raise probe.error("is not a JSON object")
+    atif = _is_atif(record)
+    if ctx.atif_only and not atif:
+        raise probe.error("is not an ATIF trajectory (its schema_version does not start with 'ATIF-v1')")
+    consumed: set[str] = set()
+    raw_id = _field(record, ctx, "id", "session_id" if atif else "id", consumed)
+    episode_id = str(raw_id) if raw_id not in (_MISSING, None, "") else f"{path.stem}/{label}"
+    steps = StepBuffer(episode_id, file=str(path), record=f"{label} ({episode_id})")
+    task = _field(record, ctx, "task", "task_id", consumed)
+    if task in (_MISSING, None, ""):
+        where = ctx.mapping.fields.get("task", "task_id")
+        raise steps.error(f"has no task id at {where!r}; name the field with --field task=PATH or a mapping file")
+    agent = ctx.request.agent
+    if agent is None:
+        found = _field(record, ctx, "agent", "agent.name" if atif else "agent", consumed)
+        agent = str(found) if found not in (_MISSING, None, "") and not isinstance(found, (dict, list)) else path.stem
+    row: dict[str, Any] = {"episode_id": episode_id, "task_id": str(task), "agent": agent}
+    for key in ("trial", "seed"):
+        value = _field(record, ctx, key, key, consumed)
+        if value is not _MISSING and value is not None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise steps.error(f"{key} {value!r} is not an integer")
+            row[key] = value
+    run_id = _field(record, ctx, "run_id", "run_id", consumed)
+    if run_id not in (_MISSING, None):
+        row["run_id"] = str(run_id)
+    status = _field(record, ctx, "status", "status", consumed)
+    if status in (_MISSING, None):
+        row["status"] = "completed"
+        ctx.default_status += 1
+    else:
+        mapped = ctx.mapping.status_values.get(str(status), status)
+        if mapped not in _STATUSES:
+            raise steps.error(f"status {status!r} is not a terminal state; map it with status_values in a mapping file")
+        row["status"] = mapped
+    for key in ctx.mapping.fields:
+        if key.startswith(_PREFIXES):
+            value = _field(record, ctx, key, None, consumed)
+            row[key] = None if value is _MISSING else _scalar(value)
+    if atif:
+        _atif(record, steps, row, ctx, session)
+        consumed |= {"schema_version", "steps", "final_metrics", "notes", "extra"}
+    else:
+        messages_path = ctx.mapping.fields.get("messages", "messages")
+        messages = lookup(record, messages_path)
+        if messages is _MISSING:
+            raise steps.error(f"has no messages at {messages_path!r}")
+        add_chat_messages(steps, messages, ctx.chat, field=messages_path)
+        consumed.add(messages_path)
+        ctx.chat_records += 1
+    ctx.steps_without_time += sum(1 for r in steps.rows if r[3] is None)
+    rest = {k: v for k, v in record.items() if k not in consumed}
+    if rest:
+        row["meta.record"] = json_text(rest)
+    return row, steps
+
+
+def _atif(record: dict[str, Any], steps: StepBuffer, row: dict[str, Any], ctx: _Context, session: ImportSession) -> None:
+    agent = record.get("agent") if isinstance(record.get("agent"), dict) else {}
+    if isinstance(agent.get("name"), str) and agent["name"]:
+        session.add_agent({"name": row["agent"], "model": agent.get("model_name"), "version": _str(agent.get("version"))})
+    if agent.get("model_name") is not None:
+        row["meta.model"] = _str(agent["model_name"])
+    for key in ("notes", "extra"):
+        if record.get(key) not in (None, "", {}):
+            row[f"meta.{key}"] = _scalar(record[key])
+    raw_steps = record.get("steps")
+    if not isinstance(raw_steps, list):
+        raise steps.error("ATIF trajectory has no steps list")
+    totals = [0, 0, 0.0]
+    seen = [False, False, False]
+    for i, step in enumerate(raw_steps):
+        if not isinstance(step, dict):
+            raise steps.error(f"steps[{i}] is not an object")
+        where = f"{steps.record}, steps[{i}]"
+        t = parse_timestamp(step.get("timestamp"), file=steps.file, record=where)
+        role = _ROLES.get(step.get("source"))
+        if role is None:
+            raise steps.error(f"steps[{i}].source is {step.get('source')!r}, not system, user or agent")
+        metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
+        tin, tout, cost = metrics.get("prompt_tokens"), metrics.get("completion_tokens"), metrics.get("cost_usd")
+        for j, value in enumerate((tin, tout, cost)):
+            if value is not None:
+                totals[j] += value
+                seen[j] = True
+        payload = {k: v for k, v in step.items() if k not in ("timestamp", "source", "message", "tool_calls", "observation", "metrics")}
+        rest_metrics = {k: v for k, v in metrics.items() if k not in ("prompt_tokens", "completion_tokens", "cost_usd")}
+        if rest_metrics:
+            payload["metrics"] = rest_metrics
+        calls = step.get("tool_calls") or []
+        observation = step.get("observation") if isinstance(step.get("observation"), dict) else None
+        message = step.get("message")
+        if message is not None and not isinstance(message, str):
+            raise steps.error(f"steps[{i}].message is not text")
+        if message or not (calls or observation):
+            steps.add("message", role=role, content=message, t=t, input_tokens=tin, output_tokens=tout,
+                      cost_usd=cost, payload=payload or None)
+            payload, tin, tout, cost = {}, None, None, None
+        if role == "assistant" and metrics.get("prompt_tokens") is None and metrics.get("completion_tokens") is None:
+            ctx.model_steps_without_tokens += 1
+        for j, call in enumerate(calls):
+            if not isinstance(call, dict) or not isinstance(call.get("function_name"), str):
+                raise steps.error(f"steps[{i}].tool_calls[{j}] has no function_name")
+            call_id = call.get("tool_call_id")
+            args = call.get("arguments")
+            extra = {k: v for k, v in call.items() if k not in ("tool_call_id", "function_name", "arguments")}
+            steps.tool_call(call["function_name"], None if args is None else json_text(args),
+                            call_id if isinstance(call_id, str) else None, role="assistant", t=t,
+                            input_tokens=tin, output_tokens=tout, cost_usd=cost, payload={**payload, **extra} or None)
+            payload, tin, tout, cost = {}, None, None, None
+        for j, result in enumerate((observation or {}).get("results") or []):
+            if not isinstance(result, dict):
+                raise steps.error(f"steps[{i}].observation.results[{j}] is not an object")
+            source = result.get("source_call_id")
+            content = result.get("content")
+            content = content if content is None or isinstance(content, str) else json_text(content)
+            extra = {k: v for k, v in result.items() if k not in ("source_call_id", "content")}
+            is_error = result.get("is_error") if isinstance(result.get("is_error"), bool) else None
+            if isinstance(source, str):
+                steps.tool_result(source, content, role="tool", t=t, is_error=is_error, payload={**payload, **extra} or None)
+            else:
+                steps.add("observation", role="tool", content=content, t=t, is_error=is_error,
+                          payload={**payload, **extra} or None)
+            payload = {}
+    final = record.get("final_metrics") if isinstance(record.get("final_metrics"), dict) else {}
+    tin, tout, cost = final.get("total_prompt_tokens"), final.get("total_completion_tokens"), final.get("total_cost_usd")
+    tin = tin if tin is not None else (totals[0] if seen[0] else None)
+    tout = tout if tout is not None else (totals[1] if seen[1] else None)
+    cost = cost if cost is not None else (totals[2] if seen[2] else None)
+    if tin is None and tout is None:
+        ctx.episodes_without_tokens += 1
+    row.update(input_tokens=tin, output_tokens=tout, cost_usd=None if cost is None else float(cost),
+               total_tokens=tin + tout if tin is not None and tout is not None else None)
+    rest = {k: v for k, v in final.items() if k not in ("total_prompt_tokens", "total_completion_tokens", "total_cost_usd")}
+    if rest:
+        row["meta.final_metrics"] = json_text(rest)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def _declare(session: ImportSession, ctx: _Context) -> None:
+    for note in ctx.chat.notes():
+        session.note(note)
+    n = session.episodes_written
+    if ctx.default_status:
+        session.add_drop(
+            target="episodes.status", action="unobserved", declaration="source_missing",
+            loss_class="unavailable_source_field",
+            reason="the records give no terminal state (no status field was named); every such episode is "
+            "recorded as completed, which the source neither confirms nor denies",
+            count=ctx.default_status,
+        )
+    if ctx.steps_without_time:
+        session.declare_missing("steps.t", "the records give no timestamp for these steps", count=ctx.steps_without_time)
+    session.declare_missing("episodes.started_at", "the records give no start time", count=n)
+    session.declare_missing("episodes.ended_at", "the records give no end time", count=n)
+    if ctx.model_steps_without_tokens or ctx.chat_records:
+        why = "chat messages carry no token counts, nor do ATIF agent steps without metrics"
+        session.declare_missing("steps.input_tokens", why)
+        session.declare_missing("steps.output_tokens", why)
+    if ctx.episodes_without_tokens + ctx.chat_records:
+        why = "the records give no token totals"
+        for column in ("input_tokens", "output_tokens", "total_tokens"):
+            session.declare_missing(f"episodes.{column}", why, count=ctx.episodes_without_tokens + ctx.chat_records)

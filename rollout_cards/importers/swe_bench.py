@@ -1,0 +1,258 @@
+"""SWE-bench harness reports (`schema_version` 2) to a rollout card.
+
+One episode per instance named in the report (`submitted_ids`, `incomplete_ids` and
+every outcome list), `task_id` = instance id, `episode_id` = `<agent>/<instance>`:
+
+| report lists the id in            | status    | score.resolved | score.empty_patch |
+|-----------------------------------|-----------|----------------|-------------------|
+| `error_ids`                       | error     | in resolved_ids | in empty_patch_ids |
+| `incomplete_ids` (not submitted)  | skipped   | null           | null              |
+| `resolved_ids`                    | completed | true           | in empty_patch_ids |
+| `unresolved_ids`/`empty_patch_ids`| completed | false          | in empty_patch_ids |
+| only `submitted_ids`              | skipped   | null           | null              |
+
+`meta.report_lists` names every list the id appears in. An id in two lists the
+harness keeps exclusive (real reports list an instance as both unresolved and
+empty-patch) is imported as the report says and flagged as a `source_malformed`
+drop with its count — never silently resolved. With `--predictions`, each
+non-empty `model_patch` is stored as an artifact referenced by `meta.patch_artifact`.
+
+Declared rules: `swe_bench.resolved_rate` (resolved / submitted, empty patches and
+errors count as failures) and `swe_bench.resolved_rate_nonempty` (empty patches
+left out of the denominator), each with the rate from the report's own counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImporterError, SourceFormatError
+from ..model.card import Software
+from .base import ImportRequest
+from .json_stream import JsonStream, iter_records
+from .rule_files import rule_document
+from .session import ImportSession
+from .steps import StepBuffer
+
+__all__ = ["SweBenchImporter"]
+
+_LISTS = ("submitted_ids", "completed_ids", "incomplete_ids", "resolved_ids", "unresolved_ids",
+          "empty_patch_ids", "error_ids")
+#: Lists the harness fills with an if/elif chain: an instance belongs to at most one.
+_EXCLUSIVE = ("resolved_ids", "unresolved_ids", "empty_patch_ids", "error_ids", "incomplete_ids")
+_OUTCOMES = ("resolved_ids", "unresolved_ids", "empty_patch_ids", "error_ids")
+_COUNTS = {"submitted_instances": "submitted_ids", "completed_instances": "completed_ids",
+           "resolved_instances": "resolved_ids", "unresolved_instances": "unresolved_ids",
+           "empty_patch_instances": "empty_patch_ids", "error_instances": "error_ids"}
+_MAX_REPORT_CHARS = 256 * 1024 * 1024
+_SELECTOR_IDS = 50
+
+
+class SweBenchImporter:
+    """SWE-bench harness reports, optionally with the predictions they evaluated."""
+
+    name = "swe-bench"
+    summary = "SWE-bench harness reports (schema_version 2), optionally with the predictions file"
+    options = {"predictions": "predictions file (JSON list, JSON object by instance id, or JSONL) whose patches become artifacts"}
+
+    def read(self, request: ImportRequest, session: ImportSession) -> None:
+        """Import every report; each report is one agent."""
+        request.check_options(self.name, self.options)
+        session.set_software("harness", Software(name="SWE-bench", url="https://github.com/SWE-bench/SWE-bench"))
+        patches, models = _predictions(request, session)
+        grid: dict[str, list[str]] = {}
+        reported: dict[str, list[dict[str, Any]]] = {}
+        for index, path in enumerate(request.sources):
+            report = _report(path)
+            session.add_source(path, self.name, request.url(index))
+            agent = request.agent or (models[0] if len(models) == 1 and len(request.sources) == 1 else path.stem)
+            if agent in grid:
+                raise ImporterError(f"two reports map to agent {agent!r}; name them apart or import them separately")
+            session.add_agent({"name": agent})
+            grid[agent] = _import_report(session, report, path, agent, patches)
+            for rule_id, value in _reported(report, agent).items():
+                reported.setdefault(rule_id, []).append(value)
+        _declare_rules(session, reported)
+        tasks = sorted({i for ids in grid.values() for i in ids})
+        if all(len(ids) == len(tasks) for ids in grid.values()):
+            session.set_plan({"tasks": tasks, "agents": sorted(grid), "trials": 1,
+                              "description": "every instance the report names, once per report"})
+        else:
+            session.set_plan({"expected_episodes": sum(len(ids) for ids in grid.values()),
+                              "description": "every instance each report names"})
+        n = session.episodes_written
+        session.add_drop(target="steps", action="unobserved", declaration="source_missing",
+                         loss_class="unavailable_source_field",
+                         reason="a SWE-bench report holds outcomes only; the agents' trajectories are not in it")
+        for column in ("started_at", "ended_at", "input_tokens", "output_tokens", "total_tokens", "cost_usd"):
+            session.declare_missing(f"episodes.{column}", f"a SWE-bench report records no {column}", count=n)
+
+
+def _report(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path), max_value_chars=_MAX_REPORT_CHARS)
+        report = stream.read_value()
+        stream.end()
+    if not isinstance(report, dict) or report.get("schema_version") != 2:
+        raise SourceFormatError("is not a SWE-bench harness report with schema_version 2", file=str(path))
+    for name in _LISTS:
+        value = report.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(i, str) and i for i in value):
+            raise SourceFormatError(f"{name} is not a list of instance ids", file=str(path), record=name)
+    if "submitted_ids" not in report:
+        raise SourceFormatError("has no submitted_ids", file=str(path))
+    return report
+
+
+def _import_report(
+    session: ImportSession, report: dict[str, Any], path: Path, agent: str, patches: dict[str, tuple[str | None, str]]
+) -> list[str]:
+    sets = {name: set(report.get(name, [])) for name in _LISTS}
+    for name in _LISTS:
+        if len(sets[name]) != len(report.get(name, [])):
+            session.note(f"{path.name}: {name} lists an instance id more than once")
+    ids = sorted(set().union(*sets.values()))
+    conflicts: dict[tuple[str, ...], list[str]] = {}
+    orphans: list[str] = []
+    for iid in ids:
+        lists = tuple(n for n in _LISTS if iid in sets[n])
+        exclusive = tuple(n for n in lists if n in _EXCLUSIVE)
+        if len(exclusive) > 1:
+            conflicts.setdefault(exclusive, []).append(iid)
+        if "submitted_ids" in lists and not any(n in lists for n in (*_OUTCOMES, "incomplete_ids")):
+            orphans.append(iid)
+        elif "submitted_ids" not in lists and any(n in lists for n in _OUTCOMES):
+            conflicts.setdefault(("not in submitted_ids",), []).append(iid)
+        with session.record():
+            session.add_episode(*_episode(iid, lists, agent, path, patches, session))
+    for lists, bad in sorted(conflicts.items()):
+        what = (f"in both {' and '.join(lists)}, which the harness keeps exclusive" if len(lists) > 1
+                else "in an outcome list but not in submitted_ids")
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        session.add_drop(
+            target="episodes", action="unobserved", declaration="source_malformed",
+            loss_class="conflicting_source_labels",
+            reason=f"{path.name} lists {len(bad)} instance(s) {what} ({shown}); imported as the report says "
+            "(see meta.report_lists), so the instance's true outcome is not known",
+            selector=_selector(agent, bad), count=len(bad),
+            affects=["swe_bench.resolved_rate", "swe_bench.resolved_rate_nonempty"],
+        )
+    if orphans:
+        session.add_drop(
+            target="episodes", action="unobserved", declaration="source_malformed",
+            loss_class="missing_outcome",
+            reason=f"{path.name} lists {len(orphans)} submitted instance(s) in no outcome list; recorded as skipped",
+            selector=_selector(agent, orphans), count=len(orphans),
+            affects=["swe_bench.resolved_rate", "swe_bench.resolved_rate_nonempty"],
+        )
+    for field, name in _COUNTS.items():
+        count = report.get(field)
+        if count is not None and count != len(sets[name]):
+            session.note(f"{path.name}: {field} is {count} but {name} lists {len(sets[name])} ids")
+    return ids
+
+
+def _selector(agent: str, ids: list[str]) -> str | None:
+    if len(ids) > _SELECTOR_IDS:
+        return None
+    quoted = ", ".join("'" + i.replace("\\", "\\\\").replace("'", "\\'") + "'" for i in ids)
+    name = agent.replace("\\", "\\\\").replace("'", "\\'")
+    return f"agent == '{name}' and task_id in [{quoted}]"
+
+
+def _episode(
+    iid: str, lists: tuple[str, ...], agent: str, path: Path,
+    patches: dict[str, tuple[str | None, str]], session: ImportSession,
+) -> tuple[dict[str, Any], StepBuffer]:
+    episode_id = f"{agent}/{iid}"
+    steps = StepBuffer(episode_id, file=str(path), record=iid)
+    row: dict[str, Any] = {"episode_id": episode_id, "task_id": iid, "agent": agent, "trial": 0,
+                           "meta.report_lists": ",".join(n.removesuffix("_ids") for n in lists)}
+    if "error_ids" in lists:
+        row.update(status="error", error_message="the harness could not evaluate the instance (error_ids)")
+    elif "incomplete_ids" in lists:
+        row.update(status="skipped", error_message="no prediction was submitted for the instance (incomplete_ids)")
+    elif any(n in lists for n in _OUTCOMES):
+        row["status"] = "completed"
+    else:
+        row.update(status="skipped", error_message="the report gives no outcome for this submitted instance")
+    if row["status"] != "skipped":
+        row["score.resolved"] = "resolved_ids" in lists
+        row["score.empty_patch"] = "empty_patch_ids" in lists
+    patch = patches.get(iid)
+    if patch is not None and (patch[0] is None or patch[0] == agent) and patch[1]:
+        row["meta.patch_artifact"] = session.add_artifact(patch[1].encode("utf-8"))
+    return row, steps
+
+
+def _predictions(request: ImportRequest, session: ImportSession) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+    """instance id -> (model_name_or_path, patch text), and the distinct model names."""
+    option = request.options.get("predictions")
+    if option is None:
+        return {}, []
+    path = Path(option)
+    if not path.is_file():
+        raise SourceFormatError("does not exist or is not a regular file", file=str(path))
+    session.add_source(path, "swe-bench-predictions")
+    out: dict[str, tuple[str | None, str]] = {}
+    models: set[str] = set()
+    for label, item in _prediction_items(path, session):
+        with session.record():
+            if not isinstance(item, dict) or not isinstance(item.get("instance_id"), str):
+                raise SourceFormatError("is not a prediction with an instance_id", file=str(path), record=label)
+            patch = item.get("model_patch")
+            if patch is not None and not isinstance(patch, str):
+                raise SourceFormatError("model_patch is not text", file=str(path), record=label)
+            model = item.get("model_name_or_path") if isinstance(item.get("model_name_or_path"), str) else None
+            if model:
+                models.add(model)
+            out[item["instance_id"]] = (model, patch or "")
+    return out, sorted(models)
+
+
+def _prediction_items(path: Path, session: ImportSession) -> Iterator[tuple[str, Any]]:
+    for label, item in session.guard(iter_records(path)):
+        if isinstance(item, dict) and "instance_id" not in item and item and all(isinstance(v, dict) for v in item.values()):
+            # one JSON object keyed by instance id
+            for iid, value in item.items():
+                yield iid, ({"instance_id": iid, **value} if isinstance(value, dict) else value)
+        else:
+            yield label, item
+
+
+def _reported(report: dict[str, Any], agent: str) -> dict[str, dict[str, Any]]:
+    """The report's own rates, from its count fields (list lengths where a count is absent)."""
+    def count(field: str) -> int:
+        value = report.get(field)
+        return value if type(value) is int else len(set(report.get(_COUNTS[field], [])))
+
+    submitted, resolved, empty = count("submitted_instances"), count("resolved_instances"), count("empty_patch_instances")
+    out = {}
+    if submitted:
+        out["swe_bench.resolved_rate"] = {"group": {"agent": agent}, "value": resolved / submitted}
+    if submitted - empty > 0:
+        out["swe_bench.resolved_rate_nonempty"] = {"group": {"agent": agent}, "value": resolved / (submitted - empty)}
+    return out
+
+
+def _declare_rules(session: ImportSession, reported: dict[str, list[dict[str, Any]]]) -> None:
+    on_status = {"completed": "score", "error": 0, "timeout": 0, "limit": 0, "cancelled": "exclude", "skipped": "exclude"}
+    aggregate = {"statistic": "mean", "group_by": ["agent"], "unit": "task_id", "interval": {"method": "auto", "level": 0.95}}
+    session.add_rule(rule_document(
+        rule="swe_bench.resolved_rate", kind="original",
+        description="Resolved rate over submitted instances, as the SWE-bench harness counts it: resolved / "
+        "submitted. Empty patches and instances the harness could not evaluate (error) count as failures; "
+        "instances without a prediction (incomplete, skipped) are left out and counted.",
+        score="score.resolved", on_status=on_status, on_missing=0, aggregate=aggregate,
+        reported=reported.get("swe_bench.resolved_rate", []),
+    ))
+    session.add_rule(rule_document(
+        rule="swe_bench.resolved_rate_nonempty", kind="diagnostic",
+        description="Resolved rate with empty patches left out of the denominator: resolved / (submitted - "
+        "empty patches). Errors still count as failures.",
+        select="not coalesce(score.empty_patch, false)",
+        score="score.resolved", on_status=on_status, on_missing=0, aggregate=aggregate,
+        reported=reported.get("swe_bench.resolved_rate_nonempty", []),
+    ))
