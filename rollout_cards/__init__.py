@@ -32,6 +32,7 @@ from .io.writer import CardWriter, EpisodeWriter
 from .model.card import CardManifest, Drop, Plan, Provenance, Scope
 from .release.redact import redact_card
 from .tables import FORMAT, StepKind, TerminalStatus
+from .validate import Report, validate
 
 __version__ = "0.1.0"
 
@@ -48,6 +49,7 @@ __all__ = [
     "Plan",
     "Provenance",
     "RedactionSpecError",
+    "Report",
     "RolloutCardError",
     "RuleError",
     "Scope",
@@ -67,4 +69,5 @@ __all__ = [
     "recover_card",
     "redact_card",
     "unpack_card",
+    "validate",
 ]
