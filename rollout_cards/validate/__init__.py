@@ -62,8 +62,7 @@ def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> Chec
     except SkipCheck as skip:
         return CheckRun(name=name, status="skipped", note=str(skip))
     except UnsafeArchiveError as exc:
-        findings.add("archive-unsafe", f"{exc}; the packed card cannot be read safely: repack it",
-                     file=exc.member)
+        _archive_unsafe(findings, exc)
     except Exception as exc:  # noqa: BLE001 - a bug in a check must not pass for a verdict
         if os.environ.get("RCARD_DEBUG"):
             raise
@@ -111,7 +110,7 @@ def validate(
         source, opened = _source(card)
     except UnsafeArchiveError as exc:
         findings = Findings(max_findings)
-        findings.add("archive-unsafe", f"{exc}; the packed card cannot be read safely: repack it", file=exc.member)
+        _archive_unsafe(findings, exc)
         run = CheckRun(name="layout.members", status="failed", note="the archive could not be opened")
         return build_report(str(card), findings, [run], card_id=None, strict=strict, max_findings=max_findings)
     try:
@@ -147,8 +146,15 @@ def _validate(source: CardSource, *, replay: bool, max_findings: int | None, str
 _ARCHIVE_RULES_COVERED = frozenset({"extra-member", "size-mismatch", "missing-member"})
 
 
+def _archive_unsafe(findings: Findings, exc: UnsafeArchiveError) -> None:
+    message, member = str(exc), getattr(exc, "member", None)
+    if member and message.startswith(f"{member}: "):
+        message = message[len(member) + 2:]
+    findings.add("archive-unsafe", f"{message}; the packed card cannot be read safely: repack it with `rcard pack`",
+                 file=member)
+
+
 def _archive_problems(source: CardSource, findings: Findings) -> None:
     for problem in getattr(source, "problems", ()):
         if getattr(problem, "rule", None) not in _ARCHIVE_RULES_COVERED:
-            findings.add("archive-unsafe", f"{problem}; repack the card with `rcard pack`",
-                         file=getattr(problem, "member", None))
+            _archive_unsafe(findings, problem)

@@ -43,6 +43,8 @@ class TableState:
     schema: pa.Schema | None = None
     #: Standard columns that are missing or have the wrong type: semantic checks leave them out.
     bad_columns: set[str] = field(default_factory=set)
+    #: Set when a page of the table could not be decoded (reported once).
+    damaged: bool = False
 
     @property
     def readable(self) -> bool:

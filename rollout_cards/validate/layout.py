@@ -46,8 +46,13 @@ def check_members(ctx: CheckContext) -> None:
     f = ctx.findings
     seen: dict[str, str] = {}
     staging = False
+    duplicates: set[str] = set()
     for entry in ctx.source.entries():
         path = entry.path
+        if path in ctx.entries:  # possible in a packed card
+            f.add("path-collision", "appears more than once; keep one member of that name", file=path)
+            duplicates.add(path)
+            continue
         ctx.entries[path] = entry
         if path == STAGING_DIR or path.startswith(STAGING_DIR + "/"):
             staging = True
@@ -76,6 +81,12 @@ def check_members(ctx: CheckContext) -> None:
             what = "device file" if entry.kind == "device" else f"special member ({entry.kind}: FIFO, socket or the like)"
             f.add("path-special", f"is a {what}; a card holds only regular files and directories: remove it",
                   file=path)
+    # The source has the last word on what it serves (a packed card refuses members that
+    # break its rules); a name that appears twice is ambiguous and never read.
+    for path in sorted(ctx.hashable):
+        if path in duplicates or not ctx.source.exists(path):
+            ctx.hashable.discard(path)
+            ctx.readable.discard(path)
     if staging:
         f.add("card-unfinished", f"{STAGING_DIR}/ is present: the card is still being written or its writer "
               "died; close the writer or run `rcard recover`", file=STAGING_DIR)

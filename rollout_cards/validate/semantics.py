@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, StepKind, TerminalStatus
 from .context import CheckContext, TableState
 from .episode_scan import EpisodeScan, report_rows
-from .parquet import open_parquet
+from .parquet import open_parquet, read_errors
 from .report import Findings, excerpt
 
 __all__ = ["CHUNK_ROWS", "SORT_PASS_ROWS", "EpisodeFacts", "check_episodes", "check_steps", "iter_chunks"]
@@ -61,10 +61,26 @@ class EpisodeFacts:
 
 def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str],
                 chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[int, pa.Table]]:
-    """(first row index, table of `columns`) over every part, about `chunk_rows` rows at a time."""
+    """(first row index, table of `columns`) over every part, about `chunk_rows` rows at a time.
+
+    A page that cannot be decoded is reported once per table (`parquet-unreadable`) and
+    stops the check that met it, and every later check of that table, with a note.
+    """
+    if state.damaged:
+        ctx.skip(f"the {state.name} table has data that cannot be decoded")
     start, pending, n = 0, [], 0
     for rel in state.parts:
-        for batch in open_parquet(ctx, rel).iter_batches(batch_size=chunk_rows, columns=columns):
+        batches = open_parquet(ctx, rel).iter_batches(batch_size=chunk_rows, columns=columns)
+        while True:
+            try:
+                batch = next(batches, None)
+            except read_errors as exc:
+                state.damaged = True
+                ctx.findings.add("parquet-unreadable", f"data cannot be decoded ({str(exc)[:100]}); the file is "
+                                 "corrupt: regenerate it", file=rel)
+                ctx.skip(f"the {state.name} table has data that cannot be decoded")
+            if batch is None:
+                break
             pending.append(batch.replace_schema_metadata(None))
             n += batch.num_rows
             if n >= chunk_rows:
