@@ -1,0 +1,40 @@
+"""Reporting rules as data: load rule files, apply them to a card, rescore, replay.
+
+    load_rule(path) -> Rule                      safe YAML, errors name file, key, line
+    apply_rule(card, rule) -> RuleRun            headlines per group/stratum, comparisons
+    rescore(card, [alt.yaml, ...]) -> RescoreReport
+    replay_card(card) -> [ReplayCheck]           every `reported` number recomputed
+    render(report, "table" | "markdown" | "csv" | "json") -> str
+"""
+
+from .engine import apply_rule
+from .loader import declared_rules, load_rule, parse_rule
+from .render import render
+from .replay import ReplayCheck, replay_card, replay_rule
+from .rescore import rescore
+from .results import (
+    GroupComparison,
+    GroupResult,
+    RankChange,
+    RescoreReport,
+    RuleDifference,
+    RuleRun,
+)
+
+__all__ = [
+    "GroupComparison",
+    "GroupResult",
+    "RankChange",
+    "ReplayCheck",
+    "RescoreReport",
+    "RuleDifference",
+    "RuleRun",
+    "apply_rule",
+    "declared_rules",
+    "load_rule",
+    "parse_rule",
+    "render",
+    "replay_card",
+    "replay_rule",
+    "rescore",
+]

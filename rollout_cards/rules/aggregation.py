@@ -148,6 +148,11 @@ def headline(
                 )
         except StatisticsError as exc:
             raise _statistics_error(exc, method, file) from None
+    if interval.defined and interval.width == 0.0:
+        warnings.append(
+            f"the {method} interval has zero width: (almost) every resample gives {value:g}; "
+            "this is a property of these few distinct values, not certainty"
+        )
     if units.n_units < 2:
         warnings.append(
             f"only {units.n_units} unit ({unit}): the interval is undefined; "

@@ -335,8 +335,8 @@ def _observations(
         "by": list(spec.by),
         "with": spec.with_.value,
         "k": spec.k if spec.k is not None else int(reduced.attempts.max(initial=0)),
-        "attempts_min": int(reduced.attempts.min(initial=0)),
-        "attempts_max": int(reduced.attempts.max(initial=0)),
+        "attempts_min": int(reduced.attempts.min()) if reduced.attempts.size else 0,
+        "attempts_max": int(reduced.attempts.max()) if reduced.attempts.size else 0,
     }
     if spec.with_.value == "max" and reduced.keys.size:
         plan.warnings.append(

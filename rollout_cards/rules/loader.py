@@ -21,7 +21,7 @@ from ..errors import ExpressionError, RuleError
 from ..model.rule import Rule
 from .expressions import parse_expression
 
-__all__ = ["MAX_RULE_BYTES", "load_rule", "parse_rule"]
+__all__ = ["MAX_RULE_BYTES", "declared_rules", "load_rule", "parse_rule"]
 
 #: Rule files larger than this are refused before they are parsed.
 MAX_RULE_BYTES = 1024 * 1024
@@ -291,3 +291,18 @@ def load_rule(source: str | os.PathLike[str] | Rule) -> Rule:
             f"byte {exc.start} is not valid UTF-8; save the file as UTF-8", file=name
         ) from None
     return parse_rule(text, file=name)
+
+
+def declared_rules(card: Any) -> list[tuple[Rule, str]]:
+    """The card's own rules with the file each came from, in card.json order."""
+    out = []
+    for ref in card.manifest.rules:
+        rule = parse_rule(card.read_text(ref.path), file=ref.path)
+        if rule.rule != ref.id:
+            raise RuleError(
+                f"the file declares rule {rule.rule!r} but card.json lists it as {ref.id!r}",
+                file=ref.path,
+                key="rule",
+            )
+        out.append((rule, ref.path))
+    return out

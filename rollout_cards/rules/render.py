@@ -1,0 +1,310 @@
+"""Render a `RescoreReport` as a text table, Markdown, CSV or JSON.
+
+The table puts every rule's headline for the same group on adjacent rows (declared
+rules first), then the paired differences of alternatives against declared rules,
+the rank changes, and each rule's warnings once. JSON is `RescoreReport.to_dict()`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .results import GroupResult, RescoreReport, format_value
+
+__all__ = ["FORMATS", "render"]
+
+
+def _pairs(mapping: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (mapping or {}).items())
+
+
+def _excluded(r: GroupResult) -> str:
+    parts = [f"{s} {n}" for s, n in r.excluded_by_status.items()]
+    if r.n_missing_excluded:
+        parts.append(f"missing {r.n_missing_excluded}")
+    return ", ".join(parts) or "0"
+
+
+def _interval_text(low: float | None, high: float | None, reason: str | None) -> str:
+    if low is None or high is None:
+        return reason or "undefined"
+    return f"[{format_value(low)}, {format_value(high)}]"
+
+
+def _result_rows(report: RescoreReport) -> list[list[str]]:
+    order = {run.rule: i for i, run in enumerate(report.runs)}
+    results = sorted(
+        report.results,
+        key=lambda r: (tuple(map(str, r.group.values())), order[r.rule], r.stratum is None),
+    )
+    rows = []
+    for r in results:
+        stratum = (
+            _pairs(r.stratum)
+            if r.stratum
+            else ("pooled " + r.pooled["weights"] if r.pooled else "")
+        )
+        rows.append(
+            [
+                _pairs(r.group) or "(all)",
+                r.rule,
+                stratum,
+                r.statistic,
+                r.display,
+                f"{r.interval.method} {r.interval.level:.0%}",
+                str(r.n),
+                _excluded(r),
+                str(r.n_selected_out),
+                f"{r.unit} ({r.interval.n_units})",
+            ]
+        )
+    return rows
+
+
+_RESULT_HEADER = [
+    "group",
+    "rule",
+    "stratum",
+    "statistic",
+    "value",
+    "interval",
+    "n",
+    "excluded",
+    "selected out",
+    "unit (n)",
+]
+_DIFF_HEADER = [
+    "group",
+    "rule",
+    "against",
+    "value",
+    "against",
+    "difference",
+    "paired interval",
+    "unit (n)",
+]
+_RANK_HEADER = ["group", "rule", "rank", "against", "rank there", "value", "value there"]
+
+
+def _difference_rows(report: RescoreReport) -> list[list[str]]:
+    return [
+        [
+            _pairs(d.group) or "(all)",
+            d.rule,
+            d.against,
+            format_value(d.value),
+            format_value(d.against_value),
+            format_value(d.difference),
+            _interval_text(d.interval.low, d.interval.high, d.interval.reason),
+            f"{d.unit or '-'} ({d.n_units})",
+        ]
+        for d in report.differences
+    ]
+
+
+def _comparison_rows(report: RescoreReport) -> list[list[str]]:
+    return [
+        [
+            _pairs(c.group),
+            c.rule,
+            _pairs(c.baseline),
+            format_value(c.difference),
+            _interval_text(c.interval.low, c.interval.high, c.interval.reason),
+            f"{c.unit} ({c.n_units})",
+        ]
+        for run in report.runs
+        for c in run.comparisons
+    ]
+
+
+def _rank_rows(report: RescoreReport) -> list[list[str]]:
+    return [
+        [
+            _pairs(c.group) or "(all)",
+            c.rule,
+            str(c.rank),
+            c.against,
+            str(c.against_rank),
+            format_value(c.value),
+            format_value(c.against_value),
+        ]
+        for c in report.rank_changes
+    ]
+
+
+def _warnings(report: RescoreReport) -> list[str]:
+    out: list[str] = []
+    for run in report.runs:
+        seen = dict.fromkeys(w for r in run.results for w in r.warnings)
+        for text in seen:
+            out.append(f"{run.rule}: {text}")
+    for d in report.differences:
+        out += [f"{d.rule} vs {d.against} ({_pairs(d.group)}): {w}" for w in d.warnings]
+    return list(dict.fromkeys(out))
+
+
+def _text_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    def cell(x: str) -> str:
+        return x.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _document(
+    report: RescoreReport,
+    table: Callable[[list[str], list[list[str]]], str],
+    heading: Callable[[str], str],
+) -> str:
+    seed = "" if report.seed is None else f", seed {report.seed}"
+    rules = ", ".join(
+        f"{run.rule} v{run.version} ({run.kind}, {report.sources.get(run.rule, 'card')})"
+        for run in report.runs
+    )
+    parts = [heading(f"rescore of {report.card} ({report.card_path}{seed})"), f"rules: {rules}", ""]
+    if not report.runs:
+        parts += ["no rules: the card declares none; pass an alternative with --rule FILE", ""]
+        return "\n".join(parts)
+    parts += [table(_RESULT_HEADER, _result_rows(report)), ""]
+    diffs = _difference_rows(report)
+    if diffs:
+        parts += [
+            heading("differences: alternative - declared, paired on shared units"),
+            table(_DIFF_HEADER, diffs),
+            "",
+        ]
+    comparisons = _comparison_rows(report)
+    if comparisons:
+        header = ["group", "rule", "baseline", "difference", "paired interval", "unit (n)"]
+        parts += [heading("group comparisons (compare)"), table(header, comparisons), ""]
+    ranks = _rank_rows(report)
+    if ranks:
+        parts += [heading("rank changes"), table(_RANK_HEADER, ranks), ""]
+    elif diffs:
+        parts += ["no rank changes", ""]
+    warnings = _warnings(report)
+    if warnings:
+        parts += [heading("warnings"), *(f"- {w}" for w in warnings), ""]
+    return "\n".join(parts)
+
+
+def _csv(report: RescoreReport) -> str:
+    buffer = io.StringIO()
+    columns = [
+        "record",
+        "rule",
+        "against",
+        "group",
+        "stratum",
+        "statistic",
+        "value",
+        "ci_low",
+        "ci_high",
+        "method",
+        "level",
+        "unit",
+        "n_units",
+        "n",
+        "n_episodes",
+        "n_excluded",
+        "excluded_by_status",
+        "n_selected_out",
+        "difference",
+        "rank",
+        "against_rank",
+        "display",
+        "warnings",
+    ]
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    for r in report.results:
+        writer.writerow(
+            {
+                "record": "result",
+                "rule": r.rule,
+                "group": _pairs(r.group),
+                "stratum": _pairs(r.stratum) if r.stratum else ("pooled" if r.pooled else ""),
+                "statistic": r.statistic,
+                "value": r.value,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+                "method": r.interval.method,
+                "level": r.interval.level,
+                "unit": r.unit,
+                "n_units": r.interval.n_units,
+                "n": r.n,
+                "n_episodes": r.n_episodes,
+                "n_excluded": r.n_excluded,
+                "excluded_by_status": _pairs(r.excluded_by_status),
+                "n_selected_out": r.n_selected_out,
+                "display": r.display,
+                "warnings": " | ".join(r.warnings),
+            }
+        )
+    for c in report.comparisons:
+        d = c.to_dict()
+        writer.writerow(
+            {
+                "record": f"{d['type']}_difference",
+                "rule": d["rule"],
+                "against": d.get("against") or _pairs(d.get("baseline")),
+                "group": _pairs(d["group"]),
+                "statistic": d["statistic"],
+                "difference": d["difference"],
+                "ci_low": d["ci_low"],
+                "ci_high": d["ci_high"],
+                "method": d["interval"]["method"],
+                "level": d["interval"]["level"],
+                "unit": d["interval"]["unit"],
+                "n_units": d["n_units"],
+                "warnings": " | ".join(d["warnings"]),
+            }
+        )
+    for k in report.rank_changes:
+        writer.writerow(
+            {
+                "record": "rank_change",
+                "rule": k.rule,
+                "against": k.against,
+                "group": _pairs(k.group),
+                "value": k.value,
+                "rank": k.rank,
+                "against_rank": k.against_rank,
+            }
+        )
+    return buffer.getvalue()
+
+
+def _json(report: RescoreReport) -> str:
+    return json.dumps(report.to_dict(), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+FORMATS: dict[str, Callable[[RescoreReport], str]] = {
+    "table": lambda r: _document(r, _text_table, lambda t: f"== {t}"),
+    "markdown": lambda r: _document(r, _md_table, lambda t: f"## {t}\n"),
+    "csv": _csv,
+    "json": _json,
+}
+
+
+def render(report: RescoreReport, format: str = "table") -> str:
+    """The report in `format`: table, markdown, csv or json."""
+    try:
+        return FORMATS[format](report)
+    except KeyError:
+        raise ValueError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}") from None
