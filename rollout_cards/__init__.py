@@ -30,7 +30,18 @@ from .io.reader import Card
 from .io.reader import open_card as open
 from .io.writer import CardWriter, EpisodeWriter
 from .model.card import CardManifest, Drop, Plan, Provenance, Scope
+from .model.rule import Rule
 from .release.redact import redact_card
+from .rules import (
+    GroupComparison,
+    GroupResult,
+    RankChange,
+    RescoreReport,
+    RuleDifference,
+    RuleRun,
+    load_rule,
+    rescore,
+)
 from .tables import FORMAT, StepKind, TerminalStatus
 from .validate import Report, validate
 
@@ -45,13 +56,20 @@ __all__ = [
     "Drop",
     "EpisodeWriter",
     "ExpressionError",
+    "GroupComparison",
+    "GroupResult",
     "ManifestError",
     "Plan",
     "Provenance",
+    "RankChange",
     "RedactionSpecError",
     "Report",
+    "RescoreReport",
     "RolloutCardError",
+    "Rule",
+    "RuleDifference",
     "RuleError",
+    "RuleRun",
     "Scope",
     "SignatureError",
     "SourceFormatError",
@@ -64,10 +82,12 @@ __all__ = [
     "WriterError",
     "__version__",
     "errors",
+    "load_rule",
     "open",
     "pack_card",
     "recover_card",
     "redact_card",
+    "rescore",
     "unpack_card",
     "validate",
 ]
