@@ -178,6 +178,11 @@ def _message(err: dict[str, Any], path: _Path) -> str:
         close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"unknown key {key[:60]!r}; {hint}allowed keys: {', '.join(allowed)}"
+    if kind == "string_type":
+        return (
+            f"must be a string, got {type(err.get('input')).__name__} "
+            f"{str(err.get('input'))[:40]!r}; quote it in YAML, e.g. \"1\""
+        )
     if kind == "missing":
         return "required key is missing"
     if kind in ("literal_error", "enum"):

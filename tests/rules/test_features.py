@@ -1,0 +1,121 @@
+"""Step features: every agg against a plain-Python reference, independent of batch size."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rollout_cards.errors import ExpressionError, RuleError
+from rollout_cards.model.rule import Feature
+from rollout_cards.rules.features import attach_features, compile_features, compute_features
+
+SPECS = {
+    "n_search": {"where": "kind == 'tool_call' and name == 'search_flights'", "agg": "count"},
+    "any_error": {"where": "kind == 'tool_result'", "value": "is_error", "agg": "any"},
+    "all_ok": {"where": "kind == 'tool_result'", "value": "not is_error", "agg": "all"},
+    "tokens": {"value": "coalesce(input_tokens, 0)", "agg": "sum"},
+    "mean_tokens": {"where": "not is_null(input_tokens)", "value": "input_tokens", "agg": "mean"},
+    "min_seq": {"where": "kind == 'tool_call'", "value": "seq", "agg": "min"},
+    "max_seq": {"where": "kind == 'tool_call'", "value": "seq", "agg": "max"},
+    "first_tool": {"where": "kind == 'tool_call'", "value": "name", "agg": "first"},
+    "last_kind": {"value": "kind", "agg": "last"},
+    "calls": {"where": "kind == 'tool_call'", "value": "name", "agg": "list"},
+    "tools": {"where": "kind == 'tool_call'", "value": "name", "agg": "set"},
+}
+
+
+def _reference(steps: list[dict], episodes: list[str]) -> dict[str, dict[str, object]]:
+    by_ep: dict[str, list[dict]] = defaultdict(list)
+    for s in sorted(steps, key=lambda s: (s["episode_id"], s["seq"])):
+        by_ep[s["episode_id"]].append(s)
+    out = {}
+    for ep in episodes:
+        rows = by_ep.get(ep, [])
+        calls = [r for r in rows if r["kind"] == "tool_call"]
+        results = [r for r in rows if r["kind"] == "tool_result"]
+        tokens = [r["input_tokens"] for r in rows if r["input_tokens"] is not None]
+        out[ep] = {
+            "n_search": sum(r["name"] == "search_flights" for r in calls),
+            "any_error": any(r["is_error"] for r in results),
+            "all_ok": all(not r["is_error"] for r in results),
+            "tokens": sum(tokens),
+            "mean_tokens": sum(tokens) / len(tokens) if tokens else None,
+            "min_seq": min((r["seq"] for r in calls), default=None),
+            "max_seq": max((r["seq"] for r in calls), default=None),
+            "first_tool": calls[0]["name"] if calls else None,
+            "last_kind": rows[-1]["kind"] if rows else None,
+            "calls": [r["name"] for r in calls],
+            "tools": sorted({r["name"] for r in calls}),
+        }
+    return out
+
+
+@pytest.fixture(scope="module")
+def compiled(synthetic):
+    return compile_features({k: Feature.model_validate(v) for k, v in SPECS.items()}, synthetic.schema("steps"))
+
+
+@pytest.fixture(scope="module")
+def reference(synthetic):
+    steps = synthetic.steps().to_pylist()
+    episodes = synthetic.episodes(columns=["episode_id"]).column("episode_id").to_pylist()
+    return _reference(steps, episodes)
+
+
+def test_every_agg_matches_a_plain_python_reference(synthetic, compiled, reference):
+    episodes = synthetic.episodes(columns=["episode_id"])
+    table = attach_features(episodes, compute_features(features=compiled, card=synthetic), compiled)
+    got = {r["episode_id"]: r for r in table.to_pylist()}
+    assert got.keys() == reference.keys()
+    for ep, expected in reference.items():
+        for name, value in expected.items():
+            assert got[ep][name] == pytest.approx(value) if isinstance(value, float) else got[ep][name] == value, (ep, name)
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch_size=st.integers(min_value=1, max_value=400))
+def test_results_do_not_depend_on_batch_boundaries(synthetic, compiled, reference, batch_size):
+    # Small batches split episodes across batches: partials must merge exactly.
+    episodes = synthetic.episodes(columns=["episode_id"])
+    table = attach_features(
+        episodes, compute_features(features=compiled, card=synthetic, batch_size=batch_size), compiled
+    )
+    for row in table.to_pylist():
+        expected = reference[row["episode_id"]]
+        assert row["calls"] == expected["calls"]
+        assert row["first_tool"] == expected["first_tool"]
+        assert row["n_search"] == expected["n_search"]
+        assert row["tokens"] == expected["tokens"]
+
+
+def test_shuffled_batches_merge_to_the_same_answer(synthetic, compiled):
+    steps = synthetic.steps(columns=["episode_id", "seq", "kind", "name", "is_error", "input_tokens"])
+    batches = steps.to_batches(max_chunksize=37)[::-1]  # reversed order: merges must not care
+    episodes = synthetic.episodes(columns=["episode_id"])
+    a = attach_features(episodes, compute_features(batches, compiled), compiled)
+    b = attach_features(episodes, compute_features(features=compiled, card=synthetic), compiled)
+    assert a.equals(b)
+
+
+def test_episodes_without_selected_steps_get_the_empty_values(synthetic, compiled):
+    episodes = pa.table({"episode_id": ["no-such-episode"]})
+    row = attach_features(episodes, {}, []).to_pylist()[0]
+    assert row == {"episode_id": "no-such-episode"}
+    computed = compute_features(features=compiled, card=synthetic)
+    row = attach_features(episodes, computed, compiled).to_pylist()[0]
+    assert row["n_search"] == 0 and row["tokens"] == 0 and row["any_error"] is False and row["all_ok"] is True
+    assert row["calls"] == [] and row["tools"] == [] and row["first_tool"] is None and row["mean_tokens"] is None
+
+
+def test_feature_expressions_are_checked_against_the_steps_columns(synthetic):
+    with pytest.raises(ExpressionError) as info:
+        compile_features({"n": Feature.model_validate({"where": "nme == 'x'", "agg": "count"})}, synthetic.schema("steps"), file="f.yaml")
+    assert info.value.key == "features.n.where" and "did you mean 'name'" in str(info.value)
+    with pytest.raises(RuleError, match="needs a number"):
+        compile_features({"n": Feature.model_validate({"value": "name", "agg": "sum"})}, synthetic.schema("steps"))
+    with pytest.raises(ExpressionError, match="expected a boolean"):
+        compile_features({"n": Feature.model_validate({"where": "seq + 1", "agg": "count"})}, synthetic.schema("steps"))

@@ -1,0 +1,119 @@
+"""Rule files: safe YAML, size cap, and errors that name the file, the key, the line and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rollout_cards.errors import ExpressionError, RuleError
+from rollout_cards.model.rule import Rule
+from rollout_cards.rules.loader import MAX_RULE_BYTES, load_rule, parse_rule
+from tests.conftest import REPO
+
+BAD = REPO / "fixtures" / "rules" / "bad"
+
+
+def test_the_fixture_rules_load():
+    for path in sorted((REPO / "fixtures" / "rules").glob("*.yaml")):
+        rule = load_rule(path)
+        assert rule.rule.startswith("synthetic.")
+
+
+@pytest.mark.parametrize(
+    "name, key, line, fragments",
+    [
+        ("unknown_key.yaml", "agregate", 3, ["unknown key 'agregate'", "did you mean 'aggregate'"]),
+        ("duplicate_key.yaml", "aggregate.group_by", 5, ["duplicate key 'group_by'", "first on line 4"]),
+        ("not_yaml.yaml", None, None, ["not valid YAML"]),
+        ("pass_k_without_k.yaml", "reduce", 3, ["needs k"]),
+        ("bad_status_policy.yaml", "on_status.error", 4, ["must be score, exclude or a number", "'excluded'"]),
+    ],
+)
+def test_broken_files_name_file_key_line_and_fix(name, key, line, fragments):
+    with pytest.raises(RuleError) as info:
+        load_rule(BAD / name)
+    err = info.value
+    assert err.file == str(BAD / name)
+    assert err.key == key
+    if line is not None:
+        assert err.line == line
+        assert f"{name}:{line}" in str(err)
+    for fragment in fragments:
+        assert fragment in str(err)
+
+
+def test_a_malformed_expression_points_at_its_column_and_line():
+    with pytest.raises(ExpressionError) as info:
+        load_rule(BAD / "malformed_expression.yaml")
+    err = info.value
+    assert err.key == "score"
+    assert err.file.endswith("malformed_expression.yaml:2")
+    assert err.column is not None and "^" in str(err)
+
+
+def test_feature_expressions_are_parsed_with_their_key():
+    text = "rule: x\nscore: n\nfeatures:\n  n:\n    agg: count\n    where: \"kind ==\"\n"
+    with pytest.raises(ExpressionError) as info:
+        parse_rule(text, file="alt.yaml")
+    assert info.value.key == "features.n.where"
+    assert "alt.yaml:6" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("base: &b {a: 1}\nrule: *b\n", "anchors"),
+        ("rule: x\nscore: '1'\n1: 2\n", "keys must be plain strings"),
+        ("", "found an empty file"),
+        ("- rule: x\n", "found list"),
+        ("rule: x\n", "required key is missing"),
+        ("rule: x\nscore: 1\n", "must be a string"),
+    ],
+)
+def test_refused_yaml(text, fragment):
+    with pytest.raises(RuleError) as info:
+        parse_rule(text, file="r.yaml")
+    assert fragment in str(info.value)
+
+
+def test_size_cap_and_encoding_are_checked_before_parsing(tmp_path: Path):
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"rule: x\nscore: '1'\n#" + b"x" * MAX_RULE_BYTES)
+    with pytest.raises(RuleError, match="larger than"):
+        load_rule(big)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("rule: x\nscore: 'é'\n".encode("latin-1"))
+    with pytest.raises(RuleError, match="not valid UTF-8"):
+        load_rule(latin)
+    with pytest.raises(RuleError, match="no such rule file"):
+        load_rule(tmp_path / "absent.yaml")
+
+
+def test_yaml_tags_that_construct_objects_are_refused():
+    with pytest.raises(RuleError):
+        parse_rule("rule: x\nscore: !!python/object/apply:os.system ['true']\n")
+
+
+_names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+
+
+@given(
+    rule_id=st.from_regex(r"[a-z][a-z0-9]{0,6}(\.[a-z][a-z0-9]{0,6}){0,2}", fullmatch=True),
+    group_by=st.lists(_names, max_size=3, unique=True),
+    level=st.floats(min_value=0.5, max_value=0.999),
+    k=st.integers(min_value=1, max_value=5),
+)
+def test_dumping_and_loading_a_rule_round_trips(rule_id, group_by, level, k):
+    rule = Rule.model_validate(
+        {
+            "rule": rule_id,
+            "score": "score.ok",
+            "reduce": {"by": ["task_id"], "with": "pass_at_k", "k": k},
+            "aggregate": {"group_by": group_by, "interval": {"level": level}},
+        }
+    )
+    assert parse_rule(yaml.safe_dump(rule.to_json_dict())) == rule
