@@ -48,6 +48,7 @@ def import_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory of the new card (must not exist or be empty).")],
     card_id: Annotated[str | None, typer.Option("--id", help="Card id (default: the output directory's name).")] = None,
     title: Annotated[str | None, typer.Option(help="Card title.")] = None,
+    license: Annotated[str | None, typer.Option(help="SPDX license of the card (yours to choose; check the sources' terms).")] = None,
     agent: Annotated[str | None, typer.Option(help="Agent name for every episode (default: from the source).")] = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Leave out records that cannot be mapped and declare them as a source_malformed drop.")] = False,
     url: Annotated[list[str] | None, typer.Option("--url", help="Where each source was published, in source order (repeatable).")] = None,
@@ -75,6 +76,7 @@ def import_command(
             urls=url or [],
             options=_options(predictions, mapping, field or [], option or []),
             overwrite=overwrite,
+            license=license,
         )
     )
     if format_ is ImportFormat.json:

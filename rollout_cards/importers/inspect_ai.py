@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,9 @@ def value_to_float(value: Any) -> float | None:
 class _Log:
     """One Inspect log: its header and a way to stream its samples."""
 
-    def __init__(self, path: Path, format: str, header: dict[str, Any], samples: Iterator[tuple[str, Any]]):
+    def __init__(
+        self, path: Path, format: str, header: dict[str, Any], samples: Iterator[tuple[str, Callable[[], Any]]]
+    ):
         self.path = path
         self.format = format
         self.header = header
@@ -126,9 +129,11 @@ def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> _Log
         session.note(f"{path.name}: archive members not imported: {', '.join(unknown[:5])}")
     members = sorted((n for n in names if _SAMPLE_NAME.match(n)), key=_member_order)
 
-    def samples() -> Iterator[tuple[str, Any]]:
+    def samples() -> Iterator[tuple[str, Callable[[], Any]]]:
+        # Members are read and parsed inside the caller's per-record guard: a bad member
+        # is one malformed record, not the end of the archive.
         for name in members:
-            yield name, _json(archive.read(name), str(path), name)
+            yield name, partial(_member_json, archive, str(path), name)
 
     return _Log(path, "inspect-eval", header, samples())
 
@@ -137,6 +142,10 @@ def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
     m = _SAMPLE_NAME.match(name)
     sid = m.group(1)  # type: ignore[union-attr]
     return int(m.group(2)), ((0, int(sid)) if sid.isdigit() else (1, sid))  # type: ignore[union-attr]
+
+
+def _member_json(archive: SafeZip, file: str, member: str) -> Any:
+    return _json(archive.read(member), file, member)
 
 
 def _json(data: bytes, file: str, member: str) -> Any:
@@ -169,15 +178,15 @@ def _open_json(path: Path, stack: list[Any]) -> _Log:
     return _Log(path, "inspect-json", header, _second_pass(path, stack))
 
 
-def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> Iterator[tuple[str, Callable[[], Any]]]:
     for index, sample in stream.array_items(label="samples[{}]"):
-        yield f"samples[{index}]", sample
+        yield f"samples[{index}]", partial(_value, sample)
     for key in keys:  # members after `samples` (e.g. reductions) are read for completeness
         header[key] = stream.read_value()
     stream.end()
 
 
-def _second_pass(path: Path, stack: list[Any]) -> Iterator[tuple[str, Any]]:
+def _second_pass(path: Path, stack: list[Any]) -> Iterator[tuple[str, Callable[[], Any]]]:
     fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
     stack.append(fh)
     stream = JsonStream(fh, str(path))
@@ -186,7 +195,11 @@ def _second_pass(path: Path, stack: list[Any]) -> Iterator[tuple[str, Any]]:
             stream.skip_value()
             continue
         for index, sample in stream.array_items(label="samples[{}]"):
-            yield f"samples[{index}]", sample
+            yield f"samples[{index}]", partial(_value, sample)
+
+
+def _value(value: Any) -> Any:
+    return value
 
 
 def _open(path: Path, session: ImportSession, stack: list[Any]) -> _Log:
@@ -215,6 +228,7 @@ class InspectImporter:
         expected: int | None = 0
         environments: dict[str, Software] = {}
         untimed = [0, 0, 0]  # episodes without start, without end; steps without time
+        reordered = 0
         for index, path in enumerate(request.sources):
             stack: list[Any] = []
             try:
@@ -223,9 +237,10 @@ class InspectImporter:
                 agent = request.agent or log.spec["model"]
                 _provenance(session, log, agent)
                 environments.setdefault(log.task, _environment(log))
-                for label, sample in session.guard(log.samples):
+                for label, load in session.guard(log.samples):
                     with session.record():
-                        row, steps = _episode(sample, log, agent, label)
+                        row, steps, moved = _episode(load(), log, agent, label)
+                        reordered += moved
                         session.add_episode(row, steps)
                         log.found += 1
                         untimed[0] += row["started_at"] is None
@@ -241,6 +256,10 @@ class InspectImporter:
             _declare_rules(session, log, agent, rule_ids)
             logs_meta.append(_log_meta(log))
         session.set_meta("inspect", {"value_to_float": VALUE_MAP, "logs": logs_meta})
+        if reordered:
+            session.note(f"{reordered} event(s) were written to the log out of time order; the steps follow the "
+                         "events' timestamps (a tool event comes before the span it opened; a tool result at the "
+                         "tool's completion time), ties keep the log's order")
         if len(environments) == 1:
             session.set_software("environment", next(iter(environments.values())))
         else:
@@ -303,7 +322,7 @@ def _missing_samples(session: ImportSession, log: _Log, planned: int | None) -> 
         )
 
 
-def _episode(sample: Any, log: _Log, agent: str, label: str) -> tuple[dict[str, Any], StepBuffer]:
+def _episode(sample: Any, log: _Log, agent: str, label: str) -> tuple[dict[str, Any], StepBuffer, int]:
     file = str(log.path)
     probe = StepBuffer("", file=file, record=label)
     if not isinstance(sample, dict):
@@ -321,10 +340,11 @@ def _episode(sample: Any, log: _Log, agent: str, label: str) -> tuple[dict[str, 
     if events is None and isinstance(sample.get("transcript"), dict):
         events = sample["transcript"].get("events")
     messages = sample.get("messages")
+    moved = 0
     if events:
         if not isinstance(events, list):
             raise steps.error("events is not a list")
-        add_events(steps, events, attachments)
+        moved = add_events(steps, events, attachments)
     elif messages:
         if not isinstance(messages, list):
             raise steps.error("messages is not a list")
@@ -371,7 +391,7 @@ def _episode(sample: Any, log: _Log, agent: str, label: str) -> tuple[dict[str, 
     rest = {k: v for k, v in sample.items() if k not in _MAPPED and v not in (None, {}, [])}
     if rest:
         row["meta.sample"] = json_text(rest)
-    return row, steps
+    return row, steps, moved
 
 
 def _text(value: Any) -> str | None:

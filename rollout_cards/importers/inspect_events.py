@@ -1,6 +1,8 @@
 """Inspect AI sample events (or, without events, messages) to steps.
 
-Every event becomes at least one step; none is dropped. The event's JSON is kept
+Every event becomes at least one step; none is dropped. Steps are in time order
+(Inspect writes a tool event after the span it opened, with an earlier start, and a
+tool result belongs at the tool's completion); ties keep the log's order. The event's JSON is kept
 in `payload` (with Inspect's `attachment://` references as they are; the sample's
 attachments are kept once per episode in `meta.attachments`), while `content`
 columns hold the resolved text.
@@ -8,7 +10,7 @@ columns hold the resolved text.
 | event                  | steps                                                        |
 |------------------------|--------------------------------------------------------------|
 | `model`                | `message` (role assistant, name = model, content = output text, tokens from `output.usage`, is_error when the call failed) |
-| `tool`                 | `tool_call` (name = function, args, call_id = id, t = start); `tool_result` (content = result, is_error = error present, t = `completed`), placed among the later events at its completion time |
+| `tool`                 | `tool_call` (name = function, args, call_id = id, t = start); `tool_result` (content = result, is_error = error present, t = `completed`) |
 | `error`                | `error` (content = error message)                            |
 | `sample_limit`         | `limit` (name = limit type, content = message)               |
 | `span_begin`/`span_end`| `span_begin`/`span_end` (name = span name)                   |
@@ -67,41 +69,59 @@ def _tokens(usage: Any) -> tuple[int | None, int | None]:
     return tuple(v if type(v) is int and v >= 0 else None for v in got)  # type: ignore[return-value]
 
 
-def add_events(steps: StepBuffer, events: list[Any], attachments: dict[str, str]) -> None:
-    """Append one or two steps per event (see the module table)."""
+class _Timeline:
+    """Steps of one sample's events, put in time order before they are written.
+
+    Inspect writes some events after others that began later (a tool event follows the
+    span it opened, with an earlier start); a tool result happens when the tool
+    completes. Steps are ordered by time, ties and untimed steps keeping the log's
+    order (an untimed step stays right after the step before it).
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, int, str, dict[str, Any]]] = []
+        self._last = -(1 << 62)
+
+    def put(self, method: str, t: int | None, **fields: Any) -> None:
+        key = self._last if t is None else t
+        self._last = key
+        self.items.append((key, len(self.items), method, {**fields, "t": t}))
+
+    def write(self, steps: StepBuffer) -> int:
+        """Append the steps in time order; returns how many moved from the log's order."""
+        ordered = sorted(self.items, key=lambda item: (item[0], item[1]))
+        for _key, _order, method, fields in ordered:
+            getattr(steps, method)(**fields)
+        return sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if b[1] < a[1])
+
+
+def add_events(steps: StepBuffer, events: list[Any], attachments: dict[str, str]) -> int:
+    """Append one or two steps per event (see the module table), in time order; returns the
+    number of steps that the log had written out of time order."""
+    line = _Timeline()
     spans: dict[str, str | None] = {}
     scorer_spans: set[str] = set()
     scorer: str | None = None  # the scorer whose span or step encloses a `score` event
-    # Tool results wait for the first later event that happened after the tool completed
-    # (its sandbox calls and span end come first), so the steps follow what happened.
-    pending: list[tuple[int, dict[str, Any]]] = []
     for i, ev in enumerate(events):
         if not isinstance(ev, dict) or not isinstance(ev.get("event"), str):
             raise steps.error(f"events[{i}] is not an Inspect event (no `event` type)")
         kind = ev["event"]
         t = parse_timestamp(ev.get("timestamp"), file=steps.file, record=f"{steps.record}, events[{i}]")
-        while pending and t is not None and pending[0][0] <= t:
-            steps.tool_result(**pending.pop(0)[1])
         if kind == "model":
             output = ev.get("output") if isinstance(ev.get("output"), dict) else {}
             choices = output.get("choices") or []
             message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
             text = message_text(message.get("content"), attachments) if isinstance(message, dict) else None
             tin, tout = _tokens(output.get("usage"))
-            steps.add("message", role="assistant", name=ev.get("model"), content=text, t=t,
-                      input_tokens=tin, output_tokens=tout, is_error=True if ev.get("error") else None, payload=ev)
+            line.put("add", t, kind="message", role="assistant", name=ev.get("model"), content=text,
+                     input_tokens=tin, output_tokens=tout, is_error=True if ev.get("error") else None, payload=ev)
         elif kind == "tool":
-            result = _tool(steps, ev, t, attachments, i)
-            if result is not None and result["t"] is not None:
-                pending.append((result["t"], result))
-                pending.sort(key=lambda item: item[0])
-            elif result is not None:
-                steps.tool_result(**result)
+            _tool(steps, line, ev, t, attachments, i)
         elif kind == "error":
             error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
-            steps.add("error", content=_str(error.get("message")), is_error=True, t=t, payload=ev)
+            line.put("add", t, kind="error", content=_str(error.get("message")), is_error=True, payload=ev)
         elif kind == "sample_limit":
-            steps.add("limit", name=_str(ev.get("type")), content=_str(ev.get("message")), t=t, payload=ev)
+            line.put("add", t, kind="limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=ev)
         elif kind in ("span_begin", "span_end", "step"):
             if kind == "step":  # older logs: solver and scorer steps instead of spans
                 begin, key, name = ev.get("action") == "begin", None, _str(ev.get("name"))
@@ -115,21 +135,20 @@ def add_events(steps: StepBuffer, events: list[Any], attachments: dict[str, str]
                 if key is not None:
                     scorer_spans.add(key)
                 scorer = name if begin else None
-            steps.add("span_begin" if begin else "span_end", name=name, t=t, payload=ev)
+            line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=ev)
         elif kind == "score":
             score = ev.get("score") if isinstance(ev.get("score"), dict) else {}
             value = score.get("value")
-            steps.add("score", name=scorer,
-                      content=value if isinstance(value, str) else (None if value is None else json_text(value)),
-                      t=t, payload=ev)
+            line.put("add", t, kind="score", name=scorer,
+                     content=value if isinstance(value, str) else (None if value is None else json_text(value)),
+                     payload=ev)
         elif kind in _STATE:
-            steps.add("state", name=kind, t=t, payload=ev)
+            line.put("add", t, kind="state", name=kind, payload=ev)
         elif kind == "sandbox":
-            steps.add("action", name="sandbox", t=t, payload=ev)
+            line.put("add", t, kind="action", name="sandbox", payload=ev)
         else:
-            steps.add("annotation", name=kind, content=_annotation_text(ev, attachments), t=t, payload=ev)
-    for _, result in pending:
-        steps.tool_result(**result)
+            line.put("add", t, kind="annotation", name=kind, content=_annotation_text(ev, attachments), payload=ev)
+    return line.write(steps)
 
 
 def _str(value: Any) -> str | None:
@@ -145,27 +164,27 @@ def _annotation_text(ev: dict[str, Any], attachments: dict[str, str]) -> str | N
 
 
 def _tool(
-    steps: StepBuffer, ev: dict[str, Any], t: int | None, attachments: dict[str, str], i: int
-) -> dict[str, Any] | None:
-    """Add the tool_call step; return the tool_result's arguments (None while the tool is pending)."""
+    steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str], i: int
+) -> None:
     call_id = ev.get("id")
     if not isinstance(call_id, str):
         raise steps.error(f"events[{i}] is a tool event without a string id")
     arguments = ev.get("arguments")
-    call_payload = {k: v for k, v in ev.items() if k != "result"}
-    steps.tool_call(_str(ev.get("function")), None if arguments is None else json_text(arguments), call_id,
-                    role="assistant", t=t, payload=call_payload)
+    line.put("tool_call", t, name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
+             call_id=call_id, role="assistant", payload={k: v for k, v in ev.items() if k != "result"})
     if ev.get("pending"):
-        return None  # the tool had not returned when the log was written: no result to record
+        return  # the tool had not returned when the log was written: no result to record
     done = parse_timestamp(ev.get("completed"), file=steps.file, record=f"{steps.record}, events[{i}]")
+    if done is not None and t is not None and done < t:
+        raise steps.error(f"events[{i}]: the tool completed before it started")
     error = ev.get("error")
     result = ev.get("result")
-    result_payload = {"result": result} if isinstance(result, list) else {}
+    payload = {"result": result} if isinstance(result, list) else {}
     if error is not None:
-        result_payload["error"] = error
+        payload["error"] = error
     text = json_text(result) if isinstance(result, (int, float, bool)) else message_text(result, attachments)
-    return {"call_id": call_id, "content": text, "role": "tool", "name": _str(ev.get("function")),
-            "is_error": error is not None, "t": done, "payload": result_payload or None}
+    line.put("tool_result", done, call_id=call_id, content=text, role="tool", name=_str(ev.get("function")),
+             is_error=error is not None, payload=payload or None)
 
 
 def add_messages(steps: StepBuffer, messages: list[Any], attachments: dict[str, str]) -> None:

@@ -32,6 +32,7 @@ __all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records"
 DEFAULT_MAX_VALUE_CHARS = 1 << 30
 _CHUNK = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
+_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 # A parse error this close to the end of the buffer may just be a value cut by the buffer.
 _TAIL = 16
 
@@ -61,8 +62,8 @@ class JsonStream:
     def _error(self, message: str) -> SourceFormatError:
         return SourceFormatError(message, file=self.name, record=self.record)
 
-    def _fill(self, at_least: int = _CHUNK) -> bool:
-        """Append at least `at_least` more bytes' worth of text; False at end of file."""
+    def _fill(self, at_least: int = 0) -> bool:
+        """Append at least `at_least` (and one chunk) more bytes' worth of text; False at end of file."""
         if self._eof:
             return False
         if self._pos > _CHUNK and self._pos * 2 > len(self._buf):
@@ -130,8 +131,10 @@ class JsonStream:
                 raise self._error(f"is not valid JSON at character {self.offset()}: {exc}") from None
             except RecursionError:
                 raise self._error(f"nests JSON too deeply at character {self.offset()}") from None
-            # A number that ends exactly at the end of the buffer may continue in the next chunk.
-            if end == len(self._buf) and not self._eof and type(value) in (int, float):
+            # A number cut by the end of the buffer ("12" of "125", "0" of "0.5") may go on
+            # in the next chunk: read more unless a character that ends a number follows.
+            cut_number = type(value) in (int, float) and not self._eof
+            if cut_number and _NUMBER_TAIL.match(self._buf, end).end() == len(self._buf):  # type: ignore[union-attr]
                 self._grow(start)
                 continue
             self._pos = end

@@ -35,6 +35,7 @@ def import_source(
     options: Mapping[str, Any] | None = None,
     overwrite: bool = False,
     created: datetime | None = None,
+    license: str | None = None,
 ) -> ImportResult:
     """Import `sources` (files of `format`) into a new card directory `out`.
 
@@ -43,7 +44,9 @@ def import_source(
     `sources[i]` was published, `options` are importer-specific (see
     `rcard import --help`). With `keep_going`, records that cannot be mapped are left
     out and declared as a `source_malformed` drop; otherwise the first one raises
-    SourceFormatError naming the file and record. Nothing is left at `out` on failure.
+    SourceFormatError naming the file and record. `license` (SPDX) is the card's
+    release license, which the publisher decides (the sources' licenses may differ).
+    Nothing is left at `out` on failure.
     """
     importer = get_importer(format)
     paths = tuple(Path(s) for s in sources)
@@ -64,6 +67,7 @@ def import_source(
         keep_going=keep_going,
         overwrite=overwrite,
         created=created,
+        license=license,
     )
     try:
         importer.read(request, session)

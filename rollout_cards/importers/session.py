@@ -116,6 +116,7 @@ class ImportSession:
         keep_going: bool = False,
         overwrite: bool = False,
         created: datetime | None = None,
+        license: str | None = None,
         chunk_episodes: int = 2000,
         chunk_steps: int = 200_000,
     ):
@@ -137,6 +138,7 @@ class ImportSession:
             timestamps=False,
             created=created,
             provenance={"generator": _generator(format)},
+            scope={"license": license} if license else None,
         )
         self.card_id = card_id
         self._chunk_episodes = chunk_episodes

@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.inspect_ai import value_to_float
+from tests.conftest import external
+from tests.importers.conftest import SOURCES, assert_valid, run_import
+
+SYNTHETIC = SOURCES / "inspect" / "synthetic.json"
+SCORED = "inspect/2025-02-11T15-18-04-05-00_popularity_mj7khqpMM4GBCfVQozKgzB.eval"
+UNSCORED = "inspect/2025-02-11T15-17-00-05-00_popularity_dPiJifoWeEQBrfWsAopzWr.eval"
+BROWSER = "inspect/2025-05-12T20-27-36-04-00_browser.json"
+SECURITY = "inspect/2025-05-12T20-28-26-04-00_security-guide.json"
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    return run_import("inspect", [SYNTHETIC], tmp_path_factory.mktemp("inspect") / "card")
+
+
+def _rows(card):
+    return {e["episode_id"]: e for e in card.episodes().to_pylist()}
+
+
+def test_one_episode_per_sample_and_epoch(synthetic):
+    result, card = synthetic
+    rows = _rows(card)
+    assert sorted(rows) == [f"arith/TASKRUN1/{s}/{e}" for s in (1, 2) for e in (1, 2)]
+    row = rows["arith/TASKRUN1/1/2"]
+    assert row["task_id"] == "arith/1" and row["trial"] == 1 and row["meta.epoch"] == 2
+    assert row["agent"] == "mockllm/model" and row["run_id"] == "RUN1"
+
+
+def test_sample_errors_and_limits_are_terminal_states(synthetic):
+    _, card = synthetic
+    rows = _rows(card)
+    err = rows["arith/TASKRUN1/2/2"]
+    assert err["status"] == "error" and err["error_type"] == "RuntimeError"
+    assert err["error_traceback"].startswith("Traceback") and "sandbox died" in err["error_message"]
+    assert rows["arith/TASKRUN1/1/2"]["status"] == "limit"
+    assert rows["arith/TASKRUN1/1/2"]["error_message"] == "message limit of 4 reached"
+    assert rows["arith/TASKRUN1/1/1"]["status"] == "completed"
+
+
+def test_scores_use_inspect_value_mapping_and_keep_the_raw_score(synthetic):
+    _, card = synthetic
+    rows = _rows(card)
+    assert [rows[f"arith/TASKRUN1/{k}"]["score.match"] for k in ("1/1", "1/2", "2/1", "2/2")] == [1.0, 0.5, 0.0, None]
+    assert json.loads(rows["arith/TASKRUN1/1/2"]["meta.scores"])["match"]["value"] == "P"
+    assert card.manifest.meta["inspect"]["value_to_float"]["C"] == 1.0
+
+
+def test_tokens_task_columns_and_attachments(synthetic):
+    _, card = synthetic
+    row = _rows(card)["arith/TASKRUN1/1/1"]
+    assert (row["input_tokens"], row["output_tokens"], row["total_tokens"]) == (20, 5, 25)
+    assert row["task.input"] == "What is 1 + 2? (sample 1)"  # attachment resolved
+    assert json.loads(row["task.metadata"]) == {"difficulty": "easy"}
+    assert json.loads(row["meta.attachments"]) == {"a1": "What is 1 + 2? (sample 1)"}
+
+
+def test_events_become_steps_none_dropped(synthetic):
+    _, card = synthetic
+    steps = card.episode_steps("arith/TASKRUN1/1/2").to_pylist()
+    assert [(s["kind"], s["name"]) for s in steps] == [
+        ("state", "sample_init"), ("span_begin", "generate"), ("message", "mockllm/model"), ("tool_call", "add"),
+        ("tool_result", "add"), ("annotation", "checkpoint"), ("limit", "message"), ("span_begin", "match"),
+        ("score", "match"), ("span_end", "match"), ("span_end", "generate"),
+    ]
+    by_kind = {s["kind"]: s for s in steps}
+    assert by_kind["message"]["input_tokens"] == 20 and by_kind["message"]["output_tokens"] == 5
+    assert json.loads(by_kind["tool_call"]["args"]) == {"x": 1, "y": 2} and by_kind["tool_result"]["content"] == "3"
+    assert by_kind["tool_result"]["call_id"] == by_kind["tool_call"]["call_id"] == "t12"
+    assert json.loads(by_kind["annotation"]["payload"])["note"] == "an event type no importer knows"
+    assert by_kind["score"]["content"] == "P"
+    errored = card.episode_steps("arith/TASKRUN1/2/2").to_pylist()
+    assert [s["content"] for s in errored if s["kind"] == "error"] == ["RuntimeError('sandbox died')"]
+
+
+def test_the_reported_metric_is_a_declared_rule(synthetic, tmp_path):
+    result, card = synthetic
+    (rule,) = result.rules
+    assert rule["rule"] == "inspect.arith.match.accuracy" and rule["reported"][0]["value"] == 0.375
+    text = card.rule_files()["inspect.arith.match.accuracy"]
+    import yaml
+
+    doc = yaml.safe_load(text)
+    assert list(doc) == ["rule", "version", "kind", "description", "select", "score", "on_status", "on_missing",
+                         "reduce", "aggregate", "reported"]
+    assert doc["reduce"] == {"by": ["task_id"], "with": "mean"} and doc["on_status"]["error"] == "exclude"
+    assert doc["reported"] == [{"group": {"agent": "mockllm/model"}, "value": 0.375, "tolerance": 1e-06}]
+    assert "stderr" in " ".join(result.notes)  # what was not mapped is said
+    assert_valid(result.path)
+
+
+def test_samples_before_the_header_are_read_in_a_second_pass(tmp_path):
+    log = json.loads(SYNTHETIC.read_text())
+    reordered = {"samples": log.pop("samples"), **log}
+    path = tmp_path / "reordered.json"
+    path.write_text(json.dumps(reordered))
+    result, _ = run_import("inspect", [path], tmp_path / "card")
+    assert result.episodes == 4
+
+
+def test_truncated_json_log_names_the_sample(tmp_path):
+    data = SYNTHETIC.read_bytes()
+    path = tmp_path / "cut.json"
+    path.write_bytes(data[: data.index(b'"uuid-2-1"')])
+    with pytest.raises(SourceFormatError) as exc:
+        run_import("inspect", [path], tmp_path / "out")
+    assert exc.value.record == "samples[2]" and "truncated" in str(exc.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.json"]
+
+
+def test_a_zip_that_is_not_an_inspect_log(tmp_path):
+    with pytest.raises(SourceFormatError, match="not an Inspect log"):
+        run_import("inspect", [SOURCES / "inspect" / "not-an-inspect-log.eval"], tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_sample_member_is_skipped_with_keep_going(tmp_path):
+    log = json.loads(SYNTHETIC.read_text())
+    samples = log.pop("samples")
+    path = tmp_path / "log.eval"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("header.json", json.dumps(log))
+        for s in samples:
+            zf.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", json.dumps(s))
+        zf.writestr("samples/9_epoch_1.json", "{not json")
+    with pytest.raises(SourceFormatError) as exc:
+        run_import("inspect", [path], tmp_path / "strict")
+    assert exc.value.record == "samples/9_epoch_1.json"
+    result, card = run_import("inspect", [path], tmp_path / "lenient", keep_going=True)
+    assert result.episodes == 4 and [m.record for m in result.malformed] == ["samples/9_epoch_1.json"]
+
+
+def test_a_log_with_fewer_samples_than_planned_declares_them(tmp_path):
+    log = json.loads(SYNTHETIC.read_text())
+    log["samples"] = log["samples"][:3]
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(log))
+    _, card = run_import("inspect", [path], tmp_path / "card")
+    (drop,) = [d for d in card.manifest.drops if d.target == "episodes"]
+    assert drop.count == 1 and drop.declaration == "source_missing"
+    assert_valid(tmp_path / "card")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("C", 1.0), ("I", 0.0), ("P", 0.5), ("N", 0.0), ("Yes", 1.0), ("false", 0.0), ("0.25", 0.25), (True, 1.0),
+     (3, 3.0), ("maybe", None), (None, None), ([1], None)],
+)
+def test_value_to_float(value, expected):
+    assert value_to_float(value) == expected
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_numbers_map_to_themselves(x):
+    assert value_to_float(x) == x
+
+
+# -- real logs from ../shared/data/external ---------------------------------------------------
+def test_the_scored_eval_log(tmp_path):
+    result, card = run_import("inspect", [external(SCORED)], tmp_path / "card")
+    assert result.episodes == 10 and result.statuses == {"completed": 10}
+    assert [r["reported"][0]["value"] for r in result.rules] == [0.8]
+    scores = card.episodes(columns=["score.match"]).column("score.match").to_pylist()
+    assert sum(scores) / len(scores) == pytest.approx(0.8)
+    prov = card.manifest.provenance
+    assert prov.harness.version == "0.3.58.dev16+g6a87748b" and prov.environment.name == "popularity"
+    assert prov.environment.revision == "ef1d858c" and prov.agents[0].model == "openai/gpt-4o-mini"
+    assert prov.packages == {"inspect_ai": "0.3.58.dev16+g6a87748b"}
+    assert_valid(result.path)
+
+
+def test_the_unscored_eval_log_declares_no_rule(tmp_path):
+    result, card = run_import("inspect", [external(UNSCORED)], tmp_path / "card")
+    assert result.episodes == 10 and result.rules == [] and not card.rule_files()
+    assert "reports no scores" in " ".join(result.notes)
+
+
+@pytest.mark.parametrize(("rel", "tool_calls"), [(BROWSER, 4), (SECURITY, 0)])
+def test_the_json_logs_import_with_their_tool_events(tmp_path, rel, tool_calls):
+    path = external(rel)
+    log = json.loads(path.read_text())
+    result, card = run_import("inspect", [path], tmp_path / "card")
+    n_events = sum(len(s["events"]) for s in log["samples"])
+    n_tools = sum(1 for s in log["samples"] for e in s["events"] if e["event"] == "tool")
+    assert n_tools == tool_calls
+    assert result.episodes == len(log["samples"]) and result.steps == n_events + n_tools  # a tool event is a call and a result
+    steps = card.steps(columns=["kind", "call_id"]).to_pylist()
+    calls = [s["call_id"] for s in steps if s["kind"] == "tool_call"]
+    assert len(calls) == tool_calls and sorted(calls) == sorted(s["call_id"] for s in steps if s["kind"] == "tool_result")
+    assert_valid(result.path)
+
+
+def test_all_four_logs_in_one_card(tmp_path):
+    paths = [external(r) for r in (SCORED, UNSCORED, BROWSER, SECURITY)]
+    result, card = run_import("inspect", paths, tmp_path / "card")
+    assert result.episodes == 24 and len(result.rules) == 3
+    assert card.manifest.provenance.environment is None  # several tasks: named per log in meta
+    assert len(card.manifest.meta["inspect"]["logs"]) == 4
+    assert_valid(result.path)

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers import json_stream
+from rollout_cards.importers.json_stream import JsonStream, iter_jsonl, iter_records
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+def _items(data: bytes, **kw):
+    stream = JsonStream(io.BytesIO(data), "f.json", **kw)
+    return [v for _, v in stream.document_items()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(json_values, max_size=8), st.integers(1, 40), st.sampled_from([None, 1, 2]))
+def test_array_items_equal_json_loads_at_any_chunk_size(values, chunk, indent):
+    data = json.dumps(values, indent=indent, ensure_ascii=False).encode()
+    old = json_stream._CHUNK
+    json_stream._CHUNK = chunk  # cut values, numbers and multi-byte characters at every place
+    try:
+        assert _items(data) == json.loads(data)
+    finally:
+        json_stream._CHUNK = old
+
+
+def test_a_number_cut_by_the_buffer_is_read_whole(monkeypatch):
+    monkeypatch.setattr(json_stream, "_CHUNK", 3)
+    assert _items(b"[12345, 678.25e1]") == [12345, 6782.5]
+
+
+def test_truncated_array_names_the_record():
+    with pytest.raises(SourceFormatError) as exc:
+        _items(b'[{"a": 1}, {"b": [1, 2')
+    assert exc.value.file == "f.json" and exc.value.record == "1"
+    assert "truncated" in str(exc.value)
+
+
+def test_missing_closing_bracket_is_truncation():
+    with pytest.raises(SourceFormatError, match="truncated"):
+        _items(b'[{"a": 1}')
+
+
+def test_syntax_error_gives_the_character_offset():
+    with pytest.raises(SourceFormatError) as exc:
+        _items(b'[{"a": 1}, {"b": nope}, {"c": 3}]' + b" " * 100)
+    assert exc.value.record == "1" and "character 17" in str(exc.value)
+
+
+def test_nan_is_refused():
+    with pytest.raises(SourceFormatError, match="NaN"):
+        _items(b"[1, NaN]")
+
+
+def test_trailing_data_is_refused():
+    with pytest.raises(SourceFormatError, match="after the end"):
+        _items(b"[1] [2]")
+
+
+def test_not_an_array_is_a_file_level_error():
+    with pytest.raises(SourceFormatError) as exc:
+        _items(b'{"a": 1}')
+    assert exc.value.record is None
+
+
+def test_a_value_over_the_cap_is_refused_before_it_is_buffered(monkeypatch):
+    monkeypatch.setattr(json_stream, "_CHUNK", 16)
+    with pytest.raises(SourceFormatError, match="refusing to buffer"):
+        _items(b'["' + b"x" * 500 + b'"]', max_value_chars=100)
+
+
+def test_invalid_utf8_is_refused():
+    with pytest.raises(SourceFormatError, match="UTF-8"):
+        _items(b'["\xff"]')
+
+
+def test_object_keys_with_a_streamed_member():
+    stream = JsonStream(io.BytesIO(b'{"a": 1, "list": [1, 2, 3], "z": {"k": null}}'), "o.json")
+    seen = {}
+    for key in stream.object_keys():
+        if key == "list":
+            seen[key] = [v for _, v in stream.array_items()]
+        else:
+            seen[key] = stream.read_value()
+    stream.end()
+    assert seen == {"a": 1, "list": [1, 2, 3], "z": {"k": None}}
+
+
+def test_jsonl_names_the_bad_line_and_skips_blank_lines():
+    data = b'{"a": 1}\n\n{"a": 2}\n{"a": \n'
+    it = iter_jsonl(io.BytesIO(data), "x.jsonl")
+    assert next(it) == (1, {"a": 1}) and next(it) == (3, {"a": 2})
+    with pytest.raises(SourceFormatError) as exc:
+        next(it)
+    assert exc.value.record == "line 4"
+
+
+def test_jsonl_last_line_without_newline_is_called_truncated():
+    with pytest.raises(SourceFormatError, match="truncated"):
+        list(iter_jsonl(io.BytesIO(b'{"a": 1}\n{"a"'), "x.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("text", "labels"),
+    [
+        ('[{"a": 1}, {"a": 2}]', ["0", "1"]),
+        ('{"a": 1}\n{"a": 2}\n', ["line 1", "line 2"]),
+        ('{\n  "a": 1\n}\n', ["document"]),
+    ],
+)
+def test_iter_records_reads_arrays_lines_and_documents(tmp_path, text, labels):
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    assert [label for label, _ in iter_records(path)] == labels

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import rollout_cards as rc
+from rollout_cards.errors import SourceFormatError, WriterError
+from rollout_cards.importers.session import ImportSession
+from rollout_cards.importers.steps import StepBuffer
+
+
+def _episode(session: ImportSession, i: int, **extra) -> None:
+    steps = StepBuffer(f"ep-{i}", file="src.json", record=str(i))
+    steps.add("message", role="user", content=f"hello {i}")
+    steps.tool_call("f", "{}", "c")
+    steps.tool_result("c", "ok")
+    session.add_episode({"episode_id": f"ep-{i}", "task_id": f"t{i % 3}", "agent": "a", "trial": i // 3,
+                         "status": "completed", **extra}, steps)
+
+
+def _session(out, **kw) -> ImportSession:
+    return ImportSession(out, format="test", card_id="c", title="T", **kw)
+
+
+def test_finish_moves_a_complete_card_into_place(tmp_path):
+    session = _session(tmp_path / "card")
+    for i in range(5):
+        _episode(session, i, **{"score.x": float(i)})
+    assert not (tmp_path / "card").exists()  # written elsewhere until finished
+    result = session.finish()
+    assert result.episodes == 5 and result.steps == 15 and result.statuses == {"completed": 5}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["card"]
+    card = rc.open(tmp_path / "card")
+    assert card.episodes(columns=["n_steps"]).column("n_steps").to_pylist() == [3] * 5
+    assert card.manifest.meta["import"]["format"] == "test"
+
+
+def test_small_chunks_give_the_same_tables(tmp_path):
+    tables = []
+    for name, kw in (("big", {}), ("small", {"chunk_episodes": 2, "chunk_steps": 4})):
+        session = _session(tmp_path / name, **kw)
+        for i in range(7):
+            # a column that is null in the first chunk and typed later must still unify
+            _episode(session, i, **({"meta.late": 1.5} if i == 6 else {}))
+        session.finish()
+        card = rc.open(tmp_path / name)
+        tables.append((card.episodes().sort_by("episode_id"), card.steps().sort_by([("episode_id", "ascending"), ("seq", "ascending")])))
+    assert tables[0][0].equals(tables[1][0]) and tables[0][1].equals(tables[1][1])
+    assert tables[1][0].column("meta.late").type == pa.float64()
+
+
+def test_abort_leaves_nothing(tmp_path):
+    session = _session(tmp_path / "card")
+    _episode(session, 0)
+    session.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_directory_is_refused_unless_it_is_a_card_and_overwrite(tmp_path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_text("keep me")
+    with pytest.raises(WriterError, match="not empty"):
+        _session(tmp_path / "busy")
+    with pytest.raises(WriterError, match="not a rollout card"):
+        _session(tmp_path / "busy", overwrite=True)
+    assert (tmp_path / "busy" / "x").read_text() == "keep me"
+    session = _session(tmp_path / "card")
+    _episode(session, 0)
+    session.finish()
+    session = _session(tmp_path / "card", overwrite=True)
+    _episode(session, 1)
+    _episode(session, 2)
+    session.finish()
+    assert rc.open(tmp_path / "card").manifest.tables.episodes.rows == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy", "card"]
+
+
+def test_a_column_keeps_one_type(tmp_path):
+    session = _session(tmp_path / "card")
+    _episode(session, 0, **{"score.x": 1})
+    _episode(session, 1, **{"score.x": 0.5})  # int widens to float
+    with pytest.raises(SourceFormatError, match="score.x holds str"):
+        _episode(session, 2, **{"score.x": "yes"})
+    session.abort()
+
+
+def test_duplicate_episode_ids_are_source_errors(tmp_path):
+    session = _session(tmp_path / "card")
+    _episode(session, 0)
+    with pytest.raises(SourceFormatError, match="occurs twice"):
+        _episode(session, 0)
+    session.abort()
+
+
+def test_keep_going_counts_bad_records_as_one_malformed_drop_per_file(tmp_path):
+    session = _session(tmp_path / "card", keep_going=True)
+    for i in range(3):
+        with session.record():
+            if i == 1:
+                raise SourceFormatError("is broken", file="src.json", record="1")
+            _episode(session, i)
+    result = session.finish()
+    drops = [d for d in result.drops if d.declaration == "source_malformed"]
+    assert len(drops) == 1 and drops[0].count == 1 and drops[0].target == "episodes"
+    assert "record 1: is broken" in drops[0].reason
+    assert [m.record for m in result.malformed] == ["1"]
+
+
+def test_without_keep_going_the_error_propagates(tmp_path):
+    session = _session(tmp_path / "card")
+    with pytest.raises(SourceFormatError), session.record():
+        raise SourceFormatError("is broken", file="src.json", record="1")
+    session.abort()
+
+
+def test_a_broken_stream_ends_the_file_under_keep_going(tmp_path):
+    session = _session(tmp_path / "card", keep_going=True)
+
+    def records():
+        yield 0
+        raise SourceFormatError("ends inside a JSON value", file="src.json", record="1")
+
+    assert list(session.guard(records())) == [0]
+    assert "rest of the file was not read" in session.malformed[0].message
+    session.abort()
+
+
+def test_no_episodes_is_an_error_and_leaves_nothing(tmp_path):
+    session = _session(tmp_path / "card")
+    with pytest.raises(SourceFormatError, match="no episodes"):
+        session.finish()
+    session.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_time_inversions_are_noted(tmp_path):
+    session = _session(tmp_path / "card")
+    steps = StepBuffer("e", file="f", record="0")
+    steps.add("message", t=2_000_000)
+    steps.add("message", t=1_000_000)
+    session.add_episode({"episode_id": "e", "task_id": "t", "agent": "a", "status": "completed"}, steps)
+    assert "earlier than the step before" in " ".join(session.finish().notes)

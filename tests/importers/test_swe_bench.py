@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rollout_cards.errors import ImporterError, SourceFormatError
+from tests.importers.conftest import SOURCES, assert_valid, run_import
+
+REPORT = SOURCES / "swe-bench" / "demo-model.demo-run.json"
+PREDICTIONS = SOURCES / "swe-bench" / "predictions.jsonl"
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    return run_import("swe-bench", [REPORT], tmp_path_factory.mktemp("swe") / "card",
+                      options={"predictions": str(PREDICTIONS)})
+
+
+def _rows(card):
+    return {e["task_id"]: e for e in card.episodes().to_pylist()}
+
+
+def test_one_episode_per_instance_with_status_and_scores(imported):
+    _, card = imported
+    rows = _rows(card)
+    report = json.loads(REPORT.read_text())
+    assert sorted(rows) == sorted(set(report["submitted_ids"]) | set(report["incomplete_ids"]))
+    got = {iid: (r["status"], r["score.resolved"], r["score.empty_patch"]) for iid, r in rows.items()}
+    assert got == {
+        "demo__repo-1": ("completed", True, False),
+        "demo__repo-2": ("completed", True, False),
+        "demo__repo-3": ("completed", False, False),
+        "demo__repo-4": ("completed", False, True),
+        "demo__repo-5": ("error", False, False),
+        "demo__repo-6": ("skipped", None, None),
+    }
+    assert rows["demo__repo-4"]["meta.report_lists"] == "submitted,unresolved,empty_patch"
+    assert {r["agent"] for r in rows.values()} == {"demo-model"}  # from the predictions' model_name_or_path
+
+
+def test_the_overlapping_id_is_imported_as_said_and_flagged(imported):
+    _, card = imported
+    (drop,) = [d for d in card.manifest.drops if d.declaration == "source_malformed"]
+    assert drop.count == 1 and drop.loss_class == "conflicting_source_labels"
+    assert "demo__repo-4" in drop.reason and "unresolved_ids and empty_patch_ids" in drop.reason
+    assert drop.selector == "agent == 'demo-model' and task_id in ['demo__repo-4']"
+    assert set(drop.affects) == {"swe_bench.resolved_rate", "swe_bench.resolved_rate_nonempty"}
+
+
+def test_patches_are_artifacts(imported):
+    _, card = imported
+    rows = _rows(card)
+    predictions = {p["instance_id"]: p for p in map(json.loads, PREDICTIONS.read_text().splitlines())}
+    for iid in ("demo__repo-1", "demo__repo-5"):
+        assert card.read_artifact(rows[iid]["meta.patch_artifact"]).decode() == predictions[iid]["model_patch"]
+    assert rows["demo__repo-4"]["meta.patch_artifact"] is None  # the empty patch stores nothing
+
+
+def test_rules_carry_the_report_rates(imported):
+    result, card = imported
+    report = json.loads(REPORT.read_text())
+    reported = {r["rule"]: r["reported"][0]["value"] for r in result.rules}
+    submitted, resolved, empty = len(report["submitted_ids"]), len(report["resolved_ids"]), len(report["empty_patch_ids"])
+    assert reported["swe_bench.resolved_rate"] == pytest.approx(resolved / submitted)
+    assert reported["swe_bench.resolved_rate_nonempty"] == pytest.approx(resolved / (submitted - empty))
+    assert {r["kind"] for r in result.rules} == {"original", "diagnostic"}
+    assert_valid(result.path)
+
+
+def test_plan_and_declared_gaps(imported):
+    _, card = imported
+    assert card.manifest.plan.tasks == [f"demo__repo-{i}" for i in range(1, 7)] and card.manifest.plan.trials == 1
+    targets = {d.target for d in card.manifest.drops}
+    assert {"steps", "episodes.started_at", "episodes.input_tokens"} <= targets
+
+
+@pytest.mark.parametrize("layout", ["list", "object"])
+def test_predictions_as_json_list_or_object(tmp_path, layout):
+    preds = [json.loads(line) for line in PREDICTIONS.read_text().splitlines()]
+    data = preds if layout == "list" else {p["instance_id"]: {k: v for k, v in p.items() if k != "instance_id"} for p in preds}
+    path = tmp_path / "preds.json"
+    path.write_text(json.dumps(data, indent=1))
+    _, card = run_import("swe-bench", [REPORT], tmp_path / "card", options={"predictions": str(path)})
+    assert sum(1 for e in card.episodes().to_pylist() if e["meta.patch_artifact"]) == 4
+
+
+def test_without_predictions_the_agent_is_the_file_stem(tmp_path):
+    _, card = run_import("swe-bench", [REPORT], tmp_path / "card")
+    assert {e["agent"] for e in card.episodes().to_pylist()} == {"demo-model.demo-run"}
+
+
+def test_not_a_report(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"schema_version": 1, "resolved": []}))
+    with pytest.raises(SourceFormatError, match="schema_version 2"):
+        run_import("swe-bench", [path], tmp_path / "card")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_unknown_option_is_refused(tmp_path):
+    with pytest.raises(ImporterError, match="no option fields"):
+        run_import("swe-bench", [REPORT], tmp_path / "card", options={"fields": {}})

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+
+import pytest
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.zip_reader import SafeZip, ZipLimits
+
+
+def _zip(path, members: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> None:
+    with zipfile.ZipFile(path, "w", method) as zf:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, (2025, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            zf.writestr(info, data)
+
+
+def test_reads_members_in_memory(tmp_path):
+    path = tmp_path / "a.zip"
+    _zip(path, {"header.json": b"{}", "samples/1_epoch_1.json": b"[1]"})
+    with SafeZip(path, "a.zip") as archive:
+        assert archive.names() == ["header.json", "samples/1_epoch_1.json"]
+        assert archive.read("samples/1_epoch_1.json") == b"[1]"
+        assert "header.json" in archive and "nope" not in archive
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zip"]  # nothing extracted
+
+
+def test_not_a_zip(tmp_path):
+    path = tmp_path / "x.eval"
+    path.write_bytes(b"not a zip at all")
+    with pytest.raises(SourceFormatError, match="not a readable zip"):
+        SafeZip(path, "x.eval")
+
+
+@pytest.mark.parametrize("name", ["../escape.json", "/abs.json", "a/../../b", "back\\slash", "c:drive"])
+def test_unsafe_member_names_are_refused(tmp_path, name):
+    path = tmp_path / "a.zip"
+    _zip(path, {name: b"{}"})
+    with pytest.raises(SourceFormatError, match="not a safe relative path"):
+        SafeZip(path, "a.zip")
+
+
+def test_member_count_cap(tmp_path):
+    path = tmp_path / "a.zip"
+    _zip(path, {f"m{i}": b"x" for i in range(5)})
+    with pytest.raises(SourceFormatError, match="5 members"):
+        SafeZip(path, "a.zip", ZipLimits(max_members=4))
+
+
+def test_member_and_total_size_caps(tmp_path):
+    path = tmp_path / "a.zip"
+    _zip(path, {"a": b"x" * 100, "b": b"y" * 100})
+    with pytest.raises(SourceFormatError, match="declares 100 bytes"):
+        SafeZip(path, "a.zip", ZipLimits(max_member_bytes=99))
+    with pytest.raises(SourceFormatError, match="in total"):
+        SafeZip(path, "a.zip", ZipLimits(max_total_bytes=150))
+
+
+def test_compression_ratio_cap_is_checked_before_reading(tmp_path):
+    path = tmp_path / "bomb.zip"
+    _zip(path, {"zeros": b"\0" * (4 << 20)})
+    with pytest.raises(SourceFormatError, match="ratio above"):
+        SafeZip(path, "bomb.zip", ZipLimits(max_ratio=100))
+    SafeZip(path, "bomb.zip", ZipLimits(max_ratio=100_000)).close()
+
+
+def test_duplicate_member_names_are_refused(tmp_path):
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w") as zf, pytest.warns(UserWarning):
+        zf.writestr("same", b"1")
+        zf.writestr("same", b"2")
+    with pytest.raises(SourceFormatError, match="twice"):
+        SafeZip(path, "a.zip")
+
+
+def test_encrypted_members_are_refused(tmp_path):
+    buf = io.BytesIO()
+    _zip(buf, {"secret": b"data"}, method=zipfile.ZIP_STORED)
+    raw = bytearray(buf.getvalue())
+    cd = raw.index(b"PK\x01\x02")
+    raw[cd + 8] |= 0x1  # general purpose flag, bit 0: encrypted
+    path = tmp_path / "enc.zip"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(SourceFormatError, match="encrypted"):
+        SafeZip(path, "enc.zip")
+
+
+def test_a_member_larger_than_its_header_says_is_refused(tmp_path):
+    buf = io.BytesIO()
+    _zip(buf, {"m": b"z" * 1000})
+    raw = bytearray(buf.getvalue())
+    cd = raw.index(b"PK\x01\x02")
+    struct.pack_into("<I", raw, cd + 24, 10)  # central directory: uncompressed size 10
+    path = tmp_path / "lie.zip"
+    path.write_bytes(bytes(raw))
+    with SafeZip(path, "lie.zip") as archive, pytest.raises(SourceFormatError, match="lie.zip, record m"):
+        archive.read("m")
