@@ -195,8 +195,10 @@ def pooled_interval(
 
     Each unit c contributes Σ_s w_s (Σy_sc − n_sc·ȳ_s)/N_s whether units are nested in
     strata or cross them; the variance is C/(C−1)·Σ_c contribution², with t on C−1
-    degrees of freedom. With weights by count this equals `cluster_t_interval` over
-    all observations.
+    degrees of freedom. Centring each stratum on its own mean treats the strata sizes
+    as fixed (a stratified design), so with weights by count the interval is at most
+    as wide as `cluster_t_interval` over all observations, which centres on the
+    overall mean.
     """
     method = "stratified_cluster_t"
     strata = [(w, u) for w, u in strata if u.n > 0]
