@@ -134,6 +134,8 @@ CODES: dict[str, Code] = {
     "rule-not-utf8": Code(E, "rules", "a rule file is not UTF-8"),
     "rule-yaml-invalid": Code(E, "rules", "a rule file is not a safe-YAML mapping"),
     "rule-id-mismatch": Code(E, "rules", "a rule's id differs from card.json or its file name"),
+    "rule-invalid": Code(E, "rules", "a rule does not compile or does not fit the card's columns"),
+    "reported-mismatch": Code(E, "rules", "a reported number differs from its replay beyond the tolerance"),
     "replay-unavailable": Code(I, "rules", "reported numbers were not recomputed"),
     # the validator itself
     "internal-error": Code(E, "internal", "a check failed because of a bug in the validator"),

@@ -1,9 +1,10 @@
 """Rule files: every rule listed in card.json is a size-capped, UTF-8, safe-YAML mapping whose
 `rule` id matches card.json and its file name `rules/<id>.yaml`; no unlisted file under rules/.
 
-Compiling each rule (`rule-invalid`) and replaying its `reported` numbers
-(`reported-mismatch`) belong here too and come with the rule engine; until then
-`check_replay` says, as an info finding, which numbers were not recomputed.
+Each rule is then compiled by the rule engine's loader (`rule-invalid`: unknown key,
+malformed expression, ...) and, unless replay is off, its `reported` numbers are
+recomputed on the card's episodes (`reported-mismatch`, with both numbers and the
+tolerance; `rule-invalid` when the rule does not fit the card's columns).
 Presence and digests of rule files are checked by `inventory` like any other file.
 """
 
@@ -11,8 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import yaml
 
+from ..errors import CardFormatError, ExpressionError, RuleError
+from ..io.reader import Card
+from ..rules.loader import parse_rule
+from ..rules.replay import replay_rule
 from .context import CheckContext
 from .layout import MANIFEST
 from .report import excerpt
@@ -68,6 +74,7 @@ def check_rule_files(ctx: CheckContext) -> None:
         f.add("rule-unlisted", "is under rules/ but not listed in card.json's rules; list it (with its id and "
               "sha256) or remove it", file=path)
     parsed: dict[str, Any] = {}
+    compiled: dict[str, Any] = {}
     for k, ref in enumerate(ctx.manifest.rules):
         pointer = f"/rules/{k}"
         if ref.path != f"rules/{ref.id}.yaml":
@@ -100,19 +107,47 @@ def check_rule_files(ctx: CheckContext) -> None:
                   f"{excerpt(ref.id)}; make the ids agree", file=ref.path)
             continue
         parsed[ref.id] = doc
+        try:
+            compiled[ref.id] = (parse_rule(text, file=ref.path), ref.path)
+        except RuleError as exc:
+            f.add("rule-invalid", _rule_problem(exc), file=ref.path)
     ctx.facts["rules"] = parsed
+    ctx.facts["compiled_rules"] = compiled
+
+
+def _rule_problem(exc: RuleError) -> str:
+    """Key, line and reason of a rule error, without echoing the package's text at length."""
+    reason = exc.reason if isinstance(exc, ExpressionError) else str(exc).rsplit(f"{exc.key}: ", 1)[-1]
+    if isinstance(exc, ExpressionError) and exc.column is not None:
+        reason += f" (column {exc.column} of the expression)"
+    where = ", ".join(x for x in (exc.key, f"line {exc.line}" if exc.line else None) if x)
+    return f"{where}: {reason}" if where else reason
 
 
 def check_replay(ctx: CheckContext) -> None:
-    """Replay of `reported` numbers: not available until the rule engine lands; says what was not done."""
+    """Recompute every `reported` number of every compiled rule and compare within its tolerance."""
     if not ctx.replay:
         ctx.skip("replay was turned off (--no-replay)")
-    rules: dict[str, Any] = ctx.facts.get("rules") or {}
-    pending = [rule_id for rule_id, doc in rules.items() if doc.get("reported")]
-    index = {ref.id: k for k, ref in enumerate(ctx.manifest.rules)} if ctx.manifest else {}
-    for rule_id in pending:
-        ctx.findings.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} were not "
-                         "recomputed: this version of rollout-cards has no rule engine to replay them",
-                         file=MANIFEST, pointer=f"/rules/{index.get(rule_id, 0)}")
-    if pending:
-        ctx.skip(f"{len(pending)} rule(s) with reported numbers were not replayed (no rule engine yet)")
+    compiled: dict[str, Any] = ctx.facts.get("compiled_rules") or {}
+    pending = {rule_id: entry for rule_id, entry in compiled.items() if entry[0].reported}
+    if not pending:
+        return
+    episodes = ctx.table_state.get("episodes")
+    if ctx.manifest is None or episodes is None or not episodes.has("episode_id", "task_id", "status"):
+        ctx.skip(f"{len(pending)} rule(s) with reported numbers were not replayed: the episodes table cannot be read")
+    card = Card(ctx.source, ctx.manifest)
+    index = {ref.id: k for k, ref in enumerate(ctx.manifest.rules)}
+    f = ctx.findings
+    for rule_id, (rule, path) in pending.items():
+        try:
+            checks = replay_rule(card, rule, file=path)
+        except RuleError as exc:
+            f.add("rule-invalid", _rule_problem(exc), file=path)
+            continue
+        except (CardFormatError, pa.ArrowException, OSError) as exc:
+            f.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} could not be recomputed: "
+                  f"{type(exc).__name__}: {str(exc)[:160]}", file=MANIFEST, pointer=f"/rules/{index.get(rule_id, 0)}")
+            continue
+        for check in checks:
+            if not check.ok:
+                f.add("reported-mismatch", check.message, file=path, pointer=check.pointer)
