@@ -1,0 +1,37 @@
+"""Validation replays `reported` numbers: fixtures validate, tampering and broken rules are caught."""
+
+from __future__ import annotations
+
+from rollout_cards.io.finalize import refresh_manifest
+from rollout_cards.validate import validate
+from tests.conftest import FIXTURE_CARDS
+
+RULE = "rules/synthetic.success_rate.yaml"
+
+
+def test_every_fixture_card_validates_with_replay():
+    for card in sorted(FIXTURE_CARDS.iterdir()):
+        report = validate(card)
+        assert report.valid, [f.message for f in report.findings]
+        assert not report.codes() & {"reported-mismatch", "rule-invalid", "replay-unavailable"}
+
+
+def test_a_tampered_reported_value_is_a_mismatch_with_both_numbers(synthetic_copy):
+    path = synthetic_copy / RULE
+    path.write_text(path.read_text().replace("value: 0.3925", "value: 0.4025"))
+    refresh_manifest(synthetic_copy)  # a careful forger re-hashes: only the replay can tell
+    report = validate(synthetic_copy)
+    (finding,) = [f for f in report.findings if f.code == "reported-mismatch"]
+    assert not report.valid
+    assert finding.location.file == RULE and finding.location.pointer == "/reported/0/value"
+    assert "0.4025" in finding.message and "0.3925233645" in finding.message and "tolerance 5e-05" in finding.message
+    assert "reported-mismatch" not in validate(synthetic_copy, replay=False).codes()
+
+
+def test_a_rule_that_does_not_compile_or_fit_the_card_is_rule_invalid(synthetic_copy):
+    path = synthetic_copy / RULE
+    path.write_text(path.read_text().replace('score: "score.success"', 'score: "score.sucess"'))
+    refresh_manifest(synthetic_copy)
+    (finding,) = [f for f in validate(synthetic_copy).findings if f.code == "rule-invalid"]
+    assert finding.location.file == RULE
+    assert finding.message.startswith("score: unknown column 'score.sucess'")
