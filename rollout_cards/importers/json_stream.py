@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 from ..errors import SourceFormatError
 
-__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records"]
+__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "reject_constant"]
 
 #: One record larger than this (in characters) is refused rather than buffered.
 DEFAULT_MAX_VALUE_CHARS = 1 << 30
@@ -37,11 +37,12 @@ _NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 _TAIL = 16
 
 
-def _reject_constant(name: str) -> Any:
+def reject_constant(name: str) -> Any:
+    """`parse_constant` hook that refuses NaN and Infinity (they are not JSON)."""
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=reject_constant)
 
 
 class JsonStream:
@@ -229,7 +230,7 @@ def iter_jsonl(fh: BinaryIO, name: str, *, max_line_bytes: int = DEFAULT_MAX_VAL
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw, parse_constant=_reject_constant)
+            value = json.loads(raw, parse_constant=reject_constant)
         except (ValueError, RecursionError) as exc:
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
             truncated = " (the file is truncated)" if not raw.endswith(b"\n") else ""
@@ -268,7 +269,7 @@ def iter_records(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) 
                 yield str(index), value
             return
         try:
-            json.loads(first, parse_constant=_reject_constant)
+            json.loads(first, parse_constant=reject_constant)
             whole_line = first.strip() != b""
         except (ValueError, RecursionError):
             whole_line = False

@@ -20,11 +20,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .json_stream import reject_constant
 from .steps import StepBuffer, json_text
 
 __all__ = ["ChatMapping", "add_chat_messages", "content_text"]
 
 _KNOWN = frozenset(("role", "content", "tool_calls", "tool_call_id", "name"))
+_scan = json.JSONDecoder(parse_constant=reject_constant).raw_decode
 
 
 class ChatMapping:
@@ -67,10 +69,13 @@ def _arguments(raw: Any, counts: ChatMapping) -> tuple[str | None, Any]:
     """(args JSON text, payload) of a tool call's arguments."""
     if raw is None:
         return None, None
-    if isinstance(raw, str):
-        try:
-            json.loads(raw)
-        except ValueError:
+    if type(raw) is str:
+        text = raw.strip()
+        try:  # validity only; raw_decode skips json.loads' wrapper (a measurable cost at 10^5 calls)
+            valid = _scan(text)[1] == len(text)
+        except (ValueError, RecursionError):  # also NaN / Infinity, which are not JSON
+            valid = False
+        if not valid:
             counts.invalid_arguments += 1
             return None, {"arguments": raw, "arguments_invalid_json": True}
         return raw, None
@@ -79,59 +84,73 @@ def _arguments(raw: Any, counts: ChatMapping) -> tuple[str | None, Any]:
 
 def add_chat_messages(steps: StepBuffer, messages: Any, counts: ChatMapping, *, field: str = "messages") -> None:
     """Append the steps of an OpenAI-format message list (see the module table)."""
-    if not isinstance(messages, list):
+    if type(messages) is not list:
         raise steps.error(f"{field} is not a list of messages")
+    # The hot loop of a large import: plain local lookups, no per-message allocations
+    # beyond the step tuples (an `extra` dict only when a message has unknown keys).
+    known = _KNOWN
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict):
+        if type(msg) is not dict:
             raise steps.error(f"{field}[{i}] is not an object")
         role = msg.get("role")
-        if not isinstance(role, str):
+        if type(role) is not str:
             raise steps.error(f"{field}[{i}] has no role")
-        text, parts = content_text(msg.get("content"))
-        extra = {k: v for k, v in msg.items() if k not in _KNOWN} if len(msg) > 2 else {}
-        if parts is not None:
-            extra["content"] = parts
-        calls = msg.get("tool_calls")
-        if role in ("tool", "function"):
+        content = msg.get("content")
+        if content is None or type(content) is str:
+            text, parts = content, None
+        else:
+            text, parts = content_text(content)
+        extra: dict[str, Any] | None = None
+        if parts is not None or not msg.keys() <= known:
+            extra = {k: v for k, v in msg.items() if k not in known}
+            if parts is not None:
+                extra["content"] = parts
+        if role == "tool" or role == "function":
             call_id = msg.get("tool_call_id")
             name = msg.get("name")
             if call_id is None:
-                steps.add("observation", role=role, name=name, content=text, payload=extra or None)
-            elif not isinstance(call_id, str):
+                steps.add("observation", role=role, name=name, content=text, payload=extra)
+            elif type(call_id) is not str:
                 raise steps.error(f"{field}[{i}].tool_call_id is not a string")
             else:
-                steps.tool_result(call_id, text, role=role, name=name, payload=extra or None)
+                steps.tool_result(call_id, text, role=role, name=name, payload=extra)
             continue
+        calls = msg.get("tool_calls")
+        legacy = None
+        if extra is not None:
+            legacy = extra.pop("function_call", None)
         if "name" in msg:
-            extra["name"] = msg["name"]
-        legacy = extra.pop("function_call", None)
+            extra = {**(extra or {}), "name": msg["name"]}
         if text is not None or (not calls and legacy is None):
             steps.add("message", role=role, content=text, payload=extra or None)
-            extra = {}
+            extra = None
         if calls is not None:
-            if not isinstance(calls, list):
+            if type(calls) is not list:
                 raise steps.error(f"{field}[{i}].tool_calls is not a list")
             for j, call in enumerate(calls):
-                _add_call(steps, call, role, counts, f"{field}[{i}].tool_calls[{j}]", extra)
-                extra = {}
+                _add_call(steps, call, role, counts, field, i, j, extra)
+                extra = None
         if legacy is not None:
-            _add_call(steps, {"function": legacy}, role, counts, f"{field}[{i}].function_call", extra)
+            _add_call(steps, {"function": legacy}, role, counts, field, i, None, extra)
     counts.reused_call_ids += steps.reused_call_ids
 
 
-def _add_call(steps: StepBuffer, call: Any, role: str, counts: ChatMapping, where: str, extra: dict[str, Any]) -> None:
-    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-        raise steps.error(f"{where} is not a tool call with a function")
-    fn = call["function"]
-    name = fn.get("name")
-    if not isinstance(name, str):
-        raise steps.error(f"{where}.function has no name")
-    call_id = call.get("id")
-    if call_id is not None and not isinstance(call_id, str):
-        raise steps.error(f"{where}.id is not a string")
+def _add_call(
+    steps: StepBuffer, call: Any, role: str, counts: ChatMapping, field: str, i: int, j: int | None,
+    extra: dict[str, Any] | None,
+) -> None:
+    fn = call.get("function") if type(call) is dict else None
+    name = fn.get("name") if type(fn) is dict else None
+    call_id = call.get("id") if type(call) is dict else None
+    if type(name) is not str or (call_id is not None and type(call_id) is not str):
+        where = f"{field}[{i}]." + (f"tool_calls[{j}]" if j is not None else "function_call")
+        raise steps.error(f"{where} is not a tool call with a function name and a string id")
     args, payload = _arguments(fn.get("arguments"), counts)
-    rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
-    if call.get("type") not in (None, "function"):
-        rest["type"] = call["type"]
-    payload = {**extra, **rest, **(payload or {})} or None
-    steps.tool_call(name, args, call_id, role=role, payload=payload)
+    if len(call) > 3 or call.get("type") not in (None, "function"):
+        rest = {k: v for k, v in call.items() if k not in ("id", "function", "type")}
+        if call.get("type") not in (None, "function"):
+            rest["type"] = call["type"]
+        payload = {**rest, **(payload or {})}
+    if extra:
+        payload = {**extra, **(payload or {})}
+    steps.tool_call(name, args, call_id, role=role, payload=payload or None)

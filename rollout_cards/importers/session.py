@@ -117,8 +117,8 @@ class ImportSession:
         overwrite: bool = False,
         created: datetime | None = None,
         license: str | None = None,
-        chunk_episodes: int = 2000,
-        chunk_steps: int = 200_000,
+        chunk_episodes: int = 1000,
+        chunk_steps: int = 50_000,
     ):
         self.out = Path(out)
         self.format = format

@@ -91,11 +91,8 @@ class StepBuffer:
             raise ValueError(f"unknown step kind {kind!r}")  # an importer bug, not a source error
         if content is not None and type(content) is not str:
             raise self.error(f"step {len(self.rows)}: content is {type(content).__name__}, expected text")
-        for label, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if count is not None and (type(count) is not int or count < 0):
-                raise self.error(f"step {len(self.rows)}: {label} {count!r} is not a non-negative integer")
-        if cost_usd is not None and (not isinstance(cost_usd, (int, float)) or not math.isfinite(cost_usd)):
-            raise self.error(f"step {len(self.rows)}: cost {cost_usd!r} is not a finite number")
+        if input_tokens is not None or output_tokens is not None or cost_usd is not None:
+            self._check_counts(input_tokens, output_tokens, cost_usd)
         if payload is not None and type(payload) is not str:
             try:
                 payload = json_text(payload)
@@ -107,6 +104,13 @@ class StepBuffer:
              input_tokens, output_tokens, None if cost_usd is None else float(cost_usd), payload)
         )
         return seq
+
+    def _check_counts(self, input_tokens: Any, output_tokens: Any, cost_usd: Any) -> None:
+        for label, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if count is not None and (type(count) is not int or count < 0):
+                raise self.error(f"step {len(self.rows)}: {label} {count!r} is not a non-negative integer")
+        if cost_usd is not None and (not isinstance(cost_usd, (int, float)) or not math.isfinite(cost_usd)):
+            raise self.error(f"step {len(self.rows)}: cost {cost_usd!r} is not a finite number")
 
     def tool_call(self, name: str | None, args: str | None, call_id: str | None, **fields: Any) -> int:
         """A tool call; a reused call id is stored as `<id>#<n>` (see the module docstring)."""

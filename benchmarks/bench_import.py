@@ -1,0 +1,146 @@
+"""Importer figures (issue: importers): tau-bench import throughput and peak RSS.
+
+    python benchmarks/bench_import.py                    # 2,000 episodes (~40 MB), quick
+    python benchmarks/bench_import.py --episodes 20000   # the issue's size (~400 MB)
+    python benchmarks/bench_import.py --scale 10         # the same: 10 x the default
+
+Writes a synthetic tau-bench-shaped results file (the real file's shape: an ~8 KB
+system policy, ~26 chat messages with ~6 tool calls and JSON tool results, ~20 KB
+per episode; deterministic), then, each in a fresh child process so peak RSS is
+its own, and each the median of `--repeats` runs:
+
+1. baseline: `json.load` of the whole file (what an importer that does not stream pays);
+2. `rcard import tau-bench` of the same file (streamed, bulk-written card).
+
+Prints episodes/s and peak RSS of both and their ratios. Targets: >= 2,000
+episodes/s and peak RSS under 1 GB at 20,000 episodes (~400 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import WORK, peak_rss_mb, row, run_child  # noqa: E402
+
+DEFAULT_EPISODES = 2000
+TOOLS = ("get_user_details", "get_reservation_details", "search_direct_flight", "book_reservation",
+         "cancel_reservation", "update_reservation_flights", "think")
+POLICY = "# Airline Agent Policy\n\n" + "".join(
+    f"- Rule {i}: before any action that updates the booking database, list the details and obtain "
+    f"explicit confirmation; never give information not provided by the user or the tools ({i}).\n"
+    for i in range(45)
+)
+
+
+def _record(rng: random.Random, task: int, trial: int) -> dict:
+    traj = [{"role": "system", "content": POLICY},
+            {"role": "user", "content": f"Hi, I need help with reservation {task:05d}. " * 3}]
+    n_calls = rng.randint(4, 8)
+    for c in range(n_calls):
+        traj.append({"content": "Let me check that for you. " * rng.randint(2, 8), "role": "assistant"})
+        traj.append({"role": "user", "content": "Yes, please go ahead with that. " * rng.randint(1, 4)})
+        call_id = f"call_{task}_{trial}_{c}_{rng.getrandbits(40):x}"
+        name = rng.choice(TOOLS)
+        args = {"user_id": f"user_{task}", "reservation_id": f"R{rng.getrandbits(24):06X}", "cabin": "economy"}
+        traj.append({"content": None, "role": "assistant", "tool_calls": [
+            {"function": {"arguments": json.dumps(args), "name": name}, "id": call_id, "type": "function"}]})
+        flights = [{"flight_number": f"HAT{rng.randint(1, 300):03d}", "origin": "JFK", "destination": "SEA",
+                    "status": "available", "prices": {"economy": rng.randint(80, 400), "business": rng.randint(400, 2000)}}
+                   for _ in range(rng.randint(3, 9))]
+        traj.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": json.dumps(flights)})
+    traj.append({"content": "Your request is complete. " * 4, "role": "assistant"})
+    traj.append({"role": "user", "content": "Thank you! ###STOP###"})
+    reward = float(rng.random() < 0.4)
+    return {"task_id": task, "trial": trial, "reward": reward, "traj": traj,
+            "info": {"task": {"user_id": f"user_{task}", "instruction": f"You are user_{task}. " * 20,
+                              "actions": [{"name": "book_reservation", "kwargs": {"user_id": f"user_{task}"}}],
+                              "outputs": []},
+                     "source": rng.choice(["user", "user", "user", "transfer_to_human_agents"]),
+                     "user_cost": rng.random() / 100,
+                     "reward_info": {"reward": reward, "info": {"r_actions": reward == 1.0}, "actions": []}}}
+
+
+def make_source(path: Path, episodes: int, trials: int = 4) -> int:
+    """Write a tau-bench-shaped JSON array of `episodes` records, streamed; returns its size."""
+    rng = random.Random(20250101)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("[")
+        for i in range(episodes):
+            fh.write(("," if i else "") + json.dumps(_record(rng, i // trials, i % trials)))
+        fh.write("]")
+    return path.stat().st_size
+
+
+def _child(mode: str, source: Path, out: Path) -> dict:
+    from rollout_cards.importers import import_source  # module loading is not the import's cost
+
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    if mode == "load":
+        with open(source, encoding="utf-8") as fh:
+            n = len(json.load(fh))
+        steps = None
+    else:
+        result = import_source("tau-bench", [source], out)
+        n, steps = result.episodes, result.steps
+    seconds = time.perf_counter() - t0
+    return {"episodes": n, "steps": steps, "seconds": seconds, "peak_rss_mb": peak_rss_mb()}
+
+
+def _median_runs(mode: str, source: Path, out: Path, repeats: int) -> dict:
+    runs = [run_child(Path(__file__), mode, str(source), str(out)) for _ in range(repeats)]
+    return {"episodes": runs[0]["episodes"], "steps": runs[0]["steps"],
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=None, help=f"episodes in the synthetic file (default {DEFAULT_EPISODES})")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the default size (10 = the issue's 20,000)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median time, max RSS)")
+    parser.add_argument("--keep", action="store_true", help="keep the synthetic file and card under benchmarks/_work")
+    parser.add_argument("--child", nargs=3, metavar=("MODE", "SOURCE", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        mode, source, out = args.child
+        print(json.dumps(_child(mode, Path(source), Path(out))))
+        return 0
+
+    episodes = args.episodes or int(DEFAULT_EPISODES * args.scale)
+    work = WORK / "import"
+    work.mkdir(parents=True, exist_ok=True)
+    source, out = work / f"tau-{episodes}.json", work / "card"
+    if not source.exists():
+        t0 = time.perf_counter()
+        size = make_source(source, episodes)
+        print(f"wrote {source.name}: {size / 1e6:.0f} MB, {episodes} episodes ({time.perf_counter() - t0:.1f} s)")
+    size = source.stat().st_size
+    base = _median_runs("load", source, out, args.repeats)
+    ours = _median_runs("import", source, out, args.repeats)
+
+    print(f"\ntau-bench import of {episodes} episodes, {size / 1e6:.0f} MB ({ours['steps']} steps); "
+          f"median of {args.repeats}, peak RSS = max over runs")
+    print(row("", "seconds", "episodes/s", "peak RSS MB"))
+    for label, r in (("baseline: json.load of the file", base), ("rcard import tau-bench", ours)):
+        print(row(label, f"{r['seconds']:.2f}", f"{r['episodes'] / r['seconds']:.0f}", f"{r['peak_rss_mb']:.0f}"))
+    print(f"import time / json.load time: {ours['seconds'] / base['seconds']:.2f}x; "
+          f"import RSS / json.load RSS: {ours['peak_rss_mb'] / base['peak_rss_mb']:.2f}x")
+    rate, rss = episodes / ours["seconds"], ours["peak_rss_mb"]
+    print(f"targets: >= 2000 episodes/s: {'met' if rate >= 2000 else 'NOT met'} ({rate:.0f}); "
+          f"peak RSS < 1024 MB: {'met' if rss < 1024 else 'NOT met'} ({rss:.0f} MB)")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
