@@ -53,6 +53,15 @@ def _shifted(values: np.ndarray, first: int) -> np.ndarray:
     return out
 
 
+def _unique_dictionary(values: pa.Array) -> pa.DictionaryArray:
+    """`values` dictionary-encoded with each value once in the dictionary."""
+    if pa.types.is_dictionary(values.type):
+        if len(pc.unique(values.dictionary)) == len(values.dictionary):
+            return values
+        values = values.cast(values.type.value_type)
+    return values.dictionary_encode()
+
+
 class EpisodeScan:
     """Streaming per-episode checks; feed chunks of rows in order with `feed`."""
 
@@ -65,6 +74,7 @@ class EpisodeScan:
         #: False once rows were seen out of (episode, seq) order (only when order is not known).
         self.in_order = True
         self._started = np.zeros(n_episodes, dtype=bool)
+        self._n_started = 0
         self._code = -1
         self._seq = -1
         self._t: int | None = None
@@ -92,10 +102,14 @@ class EpisodeScan:
         start = code != _shifted(code, self._code)
         if not self.order_known:
             starts = code[start]
-            if len(np.unique(starts)) != len(starts) or self._started[starts].any():
+            if self._started[starts].any():
                 self.in_order = False
                 return
             self._started[starts] = True
+            self._n_started += len(starts)
+            if np.count_nonzero(self._started) != self._n_started:  # an episode started twice in this chunk
+                self.in_order = False
+                return
         expected = np.where(start, 0, _shifted(seq, self._seq) + 1)
         bad = np.flatnonzero(seq != expected)
         if len(bad):
@@ -127,22 +141,24 @@ class EpisodeScan:
     def _check_times(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, t: pa.Array | None) -> None:
         if t is None:
             return
-        valid = np.asarray(t.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        idx = np.flatnonzero(valid)
         last_block = block[-1]
-        if len(idx):
-            times = pc.fill_null(t, 0).to_numpy(zero_copy_only=False)[idx]
-            blocks = block[idx]
+        # idx: the rows that have a time (None: all of them)
+        idx = np.flatnonzero(t.is_valid().to_numpy(zero_copy_only=False)) if t.null_count else None
+        if idx is None or len(idx):
+            times = pc.fill_null(t, 0).to_numpy(zero_copy_only=False)
+            times, blocks = (times, block) if idx is None else (times[idx], block[idx])
+            at = rows if idx is None else rows[idx]
             carried = self._t is not None and blocks[0] == 0
             prev_t = _shifted(times, self._t if carried else 0)
             same = _shifted(blocks, -1) == blocks
             same[0] = carried
             bad = np.flatnonzero(same & (times < prev_t))
             if len(bad):
+                codes = code if idx is None else code[idx]
                 report_rows(
-                    self.f, "step-time-decreasing", self.state, rows[idx[bad]], "t",
+                    self.f, "step-time-decreasing", self.state, at[bad], "t",
                     lambda i: f"step time is earlier than the step before it in episode "
-                    f"{excerpt(self.name_of(int(code[idx[bad[i]]])))}; times must not decrease with seq",
+                    f"{excerpt(self.name_of(int(codes[bad[i]])))}; times must not decrease with seq",
                 )
             in_last = blocks == last_block
             if in_last.any():
@@ -170,23 +186,31 @@ class EpisodeScan:
                  call_idx: np.ndarray, call_id: pa.Array | None) -> None:
         if call_id is None:
             orphan = res_idx
-            ids: list[str | None] = [None] * len(res_idx)
+            ids: list[str | None] = [None] * min(len(orphan), self.f.room("tool-result-orphan"))
         else:
-            ids_type = pa.string()
-            calls = pa.table({"c": code[call_idx], "id": call_id.take(call_idx).cast(ids_type), "p": call_idx})
-            first = calls.group_by(["c", "id"]).aggregate([("p", "min")])
-            results = pa.table({"c": code[res_idx], "id": call_id.take(res_idx).cast(ids_type), "p": res_idx})
-            joined = results.join(first, keys=["c", "id"], join_type="left outer")
-            p = joined.column("p").to_numpy()
-            p_min = joined.column("p_min")
-            ok = pc.fill_null(pc.less(p_min, joined.column("p")), False).to_numpy(zero_copy_only=False)
-            bad = np.flatnonzero(~np.asarray(ok, dtype=bool))
-            order = np.argsort(p[bad], kind="stable")
-            orphan = p[bad][order]
-            ids = [joined.column("id")[int(i)].as_py() for i in bad[order]]
+            # Integer keys (episode code, index of the call id in this chunk's dictionary), so
+            # matching results to first calls is a sort and a binary search, not a string hash join.
+            both = np.concatenate([call_idx, res_idx])
+            encoded = _unique_dictionary(call_id.take(pa.array(both, pa.int64())))
+            width = max(len(encoded.dictionary), 1)
+            index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            keys = code[both] * (width + 1) + index + 1  # a null id maps to key c*(width+1): never a call's
+            call_keys, res_keys = keys[: len(call_idx)], keys[len(call_idx):]
+            unique, first = np.unique(call_keys, return_index=True)  # first call position per key
+            at = np.clip(np.searchsorted(unique, res_keys), 0, max(len(unique) - 1, 0))
+            if len(unique):
+                answered = (unique[at] == res_keys) & (call_idx[first[at]] < res_idx)
+            else:
+                answered = np.zeros(len(res_idx), dtype=bool)
+            answered &= index[len(call_idx):] >= 0
+            orphan = res_idx[~answered]
             # A result may answer a call made in the part of its episode fed in an earlier chunk.
-            keep = [i for i, pos in enumerate(orphan) if not (block[pos] == 0 and ids[i] in self._calls)]
-            orphan, ids = orphan[keep], [ids[i] for i in keep]
+            carried = np.flatnonzero(block[orphan] == 0)
+            if len(carried) and self._calls:
+                values = call_id.take(pa.array(orphan[carried], pa.int64())).to_pylist()
+                orphan = np.delete(orphan, carried[[i for i, v in enumerate(values) if v in self._calls]])
+            shown = orphan[: self.f.room("tool-result-orphan")]
+            ids = call_id.take(pa.array(shown, pa.int64())).to_pylist()
         if len(orphan):
             report_rows(
                 self.f, "tool-result-orphan", self.state, rows[orphan], "call_id",

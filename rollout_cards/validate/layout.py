@@ -26,6 +26,8 @@ def path_problem(path: str) -> str | None:
         return "contains a control character"
     try:
         safe_relative(path)
+        if "" in path.split("/"):
+            raise CardFormatError("empty component")
     except CardFormatError:
         if path.startswith("/"):
             return "is absolute"

@@ -48,7 +48,7 @@ class _Refused(Exception):
         super().__init__(message)
 
 
-def open_parquet(ctx: CheckContext, rel: str) -> pq.ParquetFile:
+def open_parquet(ctx: CheckContext, rel: str, read_dictionary: list[str] | None = None) -> pq.ParquetFile:
     """Open a table part after checking its magic bytes, footer length and declared sizes.
 
     Raises `_Refused` (code and message) when the file breaks a limit or is not Parquet.
@@ -72,7 +72,7 @@ def open_parquet(ctx: CheckContext, rel: str) -> pq.ParquetFile:
         raise _Refused("parquet-unreadable", f"declares a {footer:,}-byte footer in a {size:,}-byte file "
                        "(truncated or corrupt)")
     try:
-        pf = pq.ParquetFile(fh)
+        pf = pq.ParquetFile(fh, read_dictionary=read_dictionary or None)
         md = pf.metadata
         pf.schema_arrow  # noqa: B018 - parses the Arrow schema now, inside this try
     except read_errors as exc:

@@ -1,10 +1,11 @@
 """Table semantics, streamed in chunks with pyarrow compute: required values, enums, finite
 numbers, unique episode ids, episode times, and per step its episode, seq, time and tool call.
 
-Memory: the steps table is read one chunk (about a million rows of the checked
-columns) at a time. The episodes table contributes an id -> row dictionary (about
-100 bytes per episode) and a few numbers per episode, which is what checking
-referential integrity and unique ids needs without sorting to disk. Steps that
+Memory: tables are read one chunk (CHUNK_ROWS rows of the checked columns) at a
+time. The episodes table contributes its ids as one Arrow array, a sorted hash
+index (`episode_index`) and a few numbers per episode (about 50 bytes per episode
+beyond the ids), which is what checking unique ids and referential integrity needs
+without sorting to disk. Steps that
 are not stored grouped by episode in seq order are rescanned in partitions of
 episodes, each sorted in memory (`SORT_PASS_ROWS` rows per pass); see `episode_scan`.
 """
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, StepKind, TerminalStatus
 from .context import CheckContext, TableState
+from .episode_index import EpisodeIndex
 from .episode_scan import EpisodeScan, report_rows
 from .parquet import open_parquet, read_errors
 from .report import Findings, excerpt
@@ -27,7 +29,7 @@ from .report import Findings, excerpt
 __all__ = ["CHUNK_ROWS", "SORT_PASS_ROWS", "EpisodeFacts", "check_episodes", "check_steps", "iter_chunks"]
 
 #: Rows read and checked at a time.
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 18
 #: Rows of steps sorted in memory per pass when steps are not grouped by episode in seq order.
 SORT_PASS_ROWS = 4 << 20
 
@@ -42,35 +44,34 @@ _ALLOWED = {
 class EpisodeFacts:
     """What the episodes check leaves for the steps check."""
 
-    lookup: dict[str, int]
-    """episode_id -> row of its first occurrence."""
-    ids: list[str | None]
-    """episode_id by row."""
+    index: EpisodeIndex
+    """episode_id -> row (of its first occurrence)."""
     n_steps: np.ndarray | None
     """n_steps by row (-1 where null), when the column is present."""
-    duplicate: np.ndarray
-    """True for rows whose episode_id occurred in an earlier row."""
 
     @property
     def count(self) -> int:
-        return len(self.ids)
+        return len(self.index)
 
     def name_of(self, code: int) -> str:
-        return self.ids[code] or ""
+        return self.index.name_of(code)
 
 
-def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str],
-                chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[int, pa.Table]]:
-    """(first row index, table of `columns`) over every part, about `chunk_rows` rows at a time.
+def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_rows: int | None = None,
+                dictionary: tuple[str, ...] = ()) -> Iterator[tuple[int, pa.Table]]:
+    """(first row index, table of `columns`) over every part, about `chunk_rows` (default
+    CHUNK_ROWS) rows at a time; the `dictionary` columns are read dictionary-encoded.
 
     A page that cannot be decoded is reported once per table (`parquet-unreadable`) and
     stops the check that met it, and every later check of that table, with a note.
     """
     if state.damaged:
         ctx.skip(f"the {state.name} table has data that cannot be decoded")
+    chunk_rows = chunk_rows or CHUNK_ROWS
     start, pending, n = 0, [], 0
     for rel in state.parts:
-        batches = open_parquet(ctx, rel).iter_batches(batch_size=chunk_rows, columns=columns)
+        pf = open_parquet(ctx, rel, read_dictionary=[c for c in dictionary if c in columns])
+        batches = pf.iter_batches(batch_size=chunk_rows, columns=columns)
         while True:
             try:
                 batch = next(batches, None)
@@ -159,40 +160,32 @@ def check_episodes(ctx: CheckContext) -> None:
     f = ctx.findings
     columns = _checked_columns(state, "episodes", ("episode_id", "task_id", "status", "started_at", "ended_at",
                                                    "n_steps"))
-    lookup: dict[str, int] = {}
-    ids: list[str | None] = []
-    duplicates: list[int] = []
+    ids: list[pa.Array] = []
     n_steps: list[np.ndarray] = []
     for offset, chunk in iter_chunks(ctx, state, columns):
         _row_checks(f, state, "episodes", offset, chunk)
         if "episode_id" in columns:
-            chunk_ids = _array(chunk, "episode_id").to_pylist()
-            for i, value in enumerate(chunk_ids, start=offset):
-                if value is not None and lookup.setdefault(value, i) != i:
-                    duplicates.append(i)
-            ids.extend(chunk_ids)
+            ids.append(_array(chunk, "episode_id"))
         if "started_at" in columns and "ended_at" in columns:
             reversed_ = np.flatnonzero(_mask(pc.less(_array(chunk, "ended_at"), _array(chunk, "started_at"))))
             report_rows(f, "episode-time-reversed", state, offset + reversed_, "ended_at",
                         lambda i: "ended_at is earlier than started_at; fix the episode's timestamps")
         if "n_steps" in columns:
             n_steps.append(pc.fill_null(_array(chunk, "n_steps"), -1).to_numpy(zero_copy_only=False))
-    report_rows(f, "episode-id-duplicate", state, np.array(duplicates, dtype=np.int64), "episode_id",
-                lambda i: f"episode_id {excerpt(ids[duplicates[i]])} already appears in row "
-                f"{lookup[ids[duplicates[i]]]}; episode ids must be unique")
-    if "episode_id" in columns:
-        duplicate = np.zeros(len(ids), dtype=bool)
-        duplicate[duplicates] = True
-        ctx.facts["episodes"] = EpisodeFacts(
-            lookup, ids, np.concatenate(n_steps) if n_steps else None, duplicate
-        )
+    if "episode_id" not in columns:
+        return
+    index = EpisodeIndex(pa.concat_arrays(ids) if ids else pa.array([], pa.string()))
+    duplicates, first = index.duplicate_rows, index.first_rows
+    report_rows(f, "episode-id-duplicate", state, duplicates, "episode_id",
+                lambda i: f"episode_id {excerpt(index.name_of(int(duplicates[i])))} already appears in row "
+                f"{state.locate(int(first[i]))[1]}; episode ids must be unique")
+    ctx.facts["episodes"] = EpisodeFacts(index, np.concatenate(n_steps) if n_steps else None)
 
 
-def episode_codes(ids: pa.Array, lookup: dict[str, int]) -> np.ndarray:
+def episode_codes(ids: pa.Array, index: EpisodeIndex) -> np.ndarray:
     """Row of each id's episode (-1 for null or unknown ids), looking up each distinct id once."""
     encoded = ids if pa.types.is_dictionary(ids.type) else ids.dictionary_encode()
-    values = encoded.dictionary.to_pylist()
-    table = np.fromiter((lookup.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    table = index.lookup(encoded.dictionary)
     indices = encoded.indices
     if not len(table):
         return np.full(len(ids), -1, dtype=np.int64)
@@ -220,7 +213,7 @@ def _scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
         "is_call": kind_mask(kind, "tool_call"),
         "is_result": kind_mask(kind, "tool_result"),
         "t": t.cast(pa.int64()) if t is not None else None,
-        "call_id": call_id.cast(pa.string()) if call_id is not None else None,
+        "call_id": call_id,
     }
 
 
@@ -240,12 +233,12 @@ def check_steps(ctx: CheckContext) -> None:
     scan = (EpisodeScan(pending, state, episodes.name_of, order_known=False, n_episodes=episodes.count)
             if per_episode else None)
     counts = np.zeros(episodes.count if episodes else 0, dtype=np.int64)
-    for offset, chunk in iter_chunks(ctx, state, columns):
+    for offset, chunk in iter_chunks(ctx, state, columns, dictionary=("episode_id", "call_id")):
         _row_checks(f, state, "steps", offset, chunk)
         if not linked:
             continue
         ids = _array(chunk, "episode_id")
-        codes = episode_codes(ids, episodes.lookup)
+        codes = episode_codes(ids, episodes.index)
         known = codes >= 0
         orphans = np.flatnonzero(~known & _mask(ids.is_valid()))
         if len(orphans):
@@ -279,8 +272,8 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts)
     columns = [c for c in _SCAN_COLUMNS if state.has(c)]
     for part in range(passes):
         pieces = []
-        for offset, chunk in iter_chunks(ctx, state, columns):
-            codes = episode_codes(_array(chunk, "episode_id"), episodes.lookup)
+        for offset, chunk in iter_chunks(ctx, state, columns, dictionary=("episode_id", "call_id")):
+            codes = episode_codes(_array(chunk, "episode_id"), episodes.index)
             seq = _array(chunk, "seq")
             idx = np.flatnonzero((codes >= 0) & (codes % passes == part) & _mask(seq.is_valid()))
             if not len(idx):
@@ -293,9 +286,10 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts)
                 "is_call": inputs["is_call"],
                 "is_result": inputs["is_result"],
             }
-            for name in ("t", "call_id"):
-                if inputs[name] is not None:
-                    piece[name] = inputs[name]
+            if inputs["t"] is not None:
+                piece["t"] = inputs["t"]
+            if inputs["call_id"] is not None:
+                piece["call_id"] = inputs["call_id"].cast(pa.string())
             pieces.append(pa.table(piece))
         if not pieces:
             continue
@@ -318,7 +312,9 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts)
 def _check_step_counts(ctx: CheckContext, episodes: EpisodeFacts, counts: np.ndarray) -> None:
     n_steps = episodes.n_steps
     assert n_steps is not None
-    bad = np.flatnonzero((n_steps >= 0) & (n_steps != counts) & ~episodes.duplicate)
+    first = np.ones(len(n_steps), dtype=bool)
+    first[episodes.index.duplicate_rows] = False
+    bad = np.flatnonzero((n_steps >= 0) & (n_steps != counts) & first)
     report_rows(ctx.findings, "episode-step-count-mismatch", ctx.table_state["episodes"], bad, "n_steps",
                 lambda i: f"n_steps is {n_steps[bad[i]]} but the steps table has {counts[bad[i]]} rows of episode "
-                f"{excerpt(episodes.ids[bad[i]])}; set n_steps to the number of its steps")
+                f"{excerpt(episodes.name_of(int(bad[i])))}; set n_steps to the number of its steps")
