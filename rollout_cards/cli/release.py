@@ -35,8 +35,7 @@ def pack(
 ) -> None:
     """Pack a card directory into one reproducible .rcard file (uncompressed POSIX tar)."""
     result = run(_pack, card, output, overwrite=overwrite)
-    typer.echo(f"packed {card} into {result.path}: {result.members} members, {result.bytes} bytes, "
-               f"sha256 {result.sha256}")
+    typer.echo(f"packed {card} into {result.path}: {result.members} members, {result.bytes} bytes")
 
 
 @app.command()

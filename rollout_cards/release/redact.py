@@ -348,7 +348,8 @@ def _fill_episode_digests(batch: pa.RecordBatch, digests: dict[str, str]) -> pa.
     ids = batch.column("episode_id").to_pylist()
     current = (batch.column("episode_digest").to_pylist() if "episode_digest" in batch.schema.names
                else [None] * batch.num_rows)
-    filled = pa.array([c if c is not None else digests.get(i) for i, c in zip(ids, current, strict=True)],
+    empty = hashlib.sha256().hexdigest()  # an episode without steps
+    filled = pa.array([c if c is not None else digests.get(i, empty) for i, c in zip(ids, current, strict=True)],
                       pa.string())
     if "episode_digest" in batch.schema.names:
         return batch.set_column(batch.schema.get_field_index("episode_digest"), "episode_digest", filled)
