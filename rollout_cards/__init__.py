@@ -12,6 +12,7 @@ from . import errors
 from .errors import (
     CardFormatError,
     ExpressionError,
+    ImporterError,
     ManifestError,
     RedactionSpecError,
     RolloutCardError,
@@ -24,6 +25,7 @@ from .errors import (
     UnsupportedFormatError,
     WriterError,
 )
+from .importers import ImportResult, import_source
 from .io.archive import pack_card, unpack_card
 from .io.finalize import recover_card
 from .io.reader import Card
@@ -58,6 +60,8 @@ __all__ = [
     "ExpressionError",
     "GroupComparison",
     "GroupResult",
+    "ImportResult",
+    "ImporterError",
     "ManifestError",
     "Plan",
     "Provenance",
@@ -82,6 +86,7 @@ __all__ = [
     "WriterError",
     "__version__",
     "errors",
+    "import_source",
     "load_rule",
     "open",
     "pack_card",
