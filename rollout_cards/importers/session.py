@@ -129,17 +129,23 @@ class ImportSession:
                 raise WriterError(f"{self.out} exists and is not empty; choose a new directory or pass --overwrite")
             if not (self.out / "card.json").is_file():
                 raise WriterError(f"{self.out} is not a rollout card; refusing to overwrite it")
+        # Parents created here are removed again by abort(): a failed import leaves nothing.
+        self._made_parents = [p for p in reversed(self.out.parents) if not p.exists()]
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self.out.parent / f".{self.out.name}.rcard-import-{uuid.uuid4().hex[:12]}"
-        self._writer = CardWriter(
-            self._tmp,
-            id=card_id,
-            title=title,
-            timestamps=False,
-            created=created,
-            provenance={"generator": _generator(format)},
-            scope={"license": license} if license else None,
-        )
+        try:
+            self._writer = CardWriter(
+                self._tmp,
+                id=card_id,
+                title=title,
+                timestamps=False,
+                created=created,
+                provenance={"generator": _generator(format)},
+                scope={"license": license} if license else None,
+            )
+        except BaseException:
+            self._remove_made_parents()
+            raise
         self.card_id = card_id
         self._chunk_episodes = chunk_episodes
         self._chunk_steps = chunk_steps
@@ -470,6 +476,14 @@ class ImportSession:
             self._writer.abort()
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)
+            self._remove_made_parents()
+
+    def _remove_made_parents(self) -> None:
+        for parent in reversed(self._made_parents):
+            try:
+                parent.rmdir()
+            except OSError:
+                break
 
 
 def _reason(exc: SourceFormatError) -> str:

@@ -207,3 +207,18 @@ def test_all_four_logs_in_one_card(tmp_path):
     assert card.manifest.provenance.environment is None  # several tasks: named per log in meta
     assert len(card.manifest.meta["inspect"]["logs"]) == 4
     assert_valid(result.path)
+
+
+def test_an_unfinished_eval_log_is_read_from_its_journal(tmp_path):
+    log = json.loads(SYNTHETIC.read_text())
+    samples = log.pop("samples")
+    start = {k: log[k] for k in ("version", "eval", "plan")}
+    path = tmp_path / "running.eval"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("_journal/start.json", json.dumps(start))
+        zf.writestr(f"samples/{samples[0]['id']}_epoch_{samples[0]['epoch']}.json", json.dumps(samples[0]))
+    result, card = run_import("inspect", [path], tmp_path / "card")
+    assert result.episodes == 1 and result.rules == []
+    assert "no header.json" in " ".join(result.notes)
+    (missing,) = [d for d in card.manifest.drops if d.target == "episodes"]
+    assert missing.count == 3  # 2 samples x 2 epochs planned, 1 logged

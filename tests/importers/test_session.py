@@ -140,3 +140,13 @@ def test_time_inversions_are_noted(tmp_path):
     steps.add("message", t=1_000_000)
     session.add_episode({"episode_id": "e", "task_id": "t", "agent": "a", "status": "completed"}, steps)
     assert "earlier than the step before" in " ".join(session.finish().notes)
+
+
+def test_parents_made_for_the_output_are_removed_on_failure(tmp_path):
+    session = _session(tmp_path / "a" / "b" / "card")
+    assert (tmp_path / "a" / "b").is_dir()
+    session.abort()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(WriterError):
+        _session(tmp_path / "x" / "card", license="not a license")
+    assert list(tmp_path.iterdir()) == []
