@@ -61,6 +61,10 @@ _SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
 _KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 _REDUCERS = {"mean": "mean", "median": "median", "max": "max"}
+#: A .json log larger than this is refused before it is read; one sample may hold at most
+#: MAX_SAMPLE_CHARS characters (the stream buffers one sample at a time).
+MAX_JSON_LOG_BYTES = 64 * 1024**3
+MAX_SAMPLE_CHARS = 1024**3
 
 
 def value_to_float(value: Any) -> float | None:
@@ -158,9 +162,13 @@ def _json(data: bytes, file: str, member: str) -> Any:
 def _open_json(path: Path, stack: list[Any]) -> _Log:
     """Stream a .json log: the header first; the samples in one pass when `eval` comes before
     `samples` (as Inspect writes them), otherwise in a second pass over the file."""
+    size = path.stat().st_size
+    if size > MAX_JSON_LOG_BYTES:
+        raise SourceFormatError(f"is {size} bytes, more than the {MAX_JSON_LOG_BYTES}-byte limit for a .json log",
+                                file=str(path))
     fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
     stack.append(fh)
-    stream = JsonStream(fh, str(path))
+    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
     header: dict[str, Any] = {}
     keys = stream.object_keys()
     samples_first = False
@@ -189,7 +197,7 @@ def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> It
 def _second_pass(path: Path, stack: list[Any]) -> Iterator[tuple[str, Callable[[], Any]]]:
     fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
     stack.append(fh)
-    stream = JsonStream(fh, str(path))
+    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
     for key in stream.object_keys():
         if key != "samples":
             stream.skip_value()

@@ -222,3 +222,18 @@ def test_an_unfinished_eval_log_is_read_from_its_journal(tmp_path):
     assert "no header.json" in " ".join(result.notes)
     (missing,) = [d for d in card.manifest.drops if d.target == "episodes"]
     assert missing.count == 3  # 2 samples x 2 epochs planned, 1 logged
+
+
+def test_json_logs_and_samples_are_size_capped(tmp_path, monkeypatch):
+    from rollout_cards.importers import inspect_ai
+
+    monkeypatch.setattr(inspect_ai, "MAX_JSON_LOG_BYTES", 1000)
+    with pytest.raises(SourceFormatError, match="limit for a .json log"):
+        run_import("inspect", [SYNTHETIC], tmp_path / "a")
+    monkeypatch.setattr(inspect_ai, "MAX_JSON_LOG_BYTES", 1 << 40)
+    monkeypatch.setattr(inspect_ai, "MAX_SAMPLE_CHARS", 1500)  # the header fits, a sample does not
+    monkeypatch.setattr("rollout_cards.importers.json_stream._CHUNK", 64)
+    with pytest.raises(SourceFormatError, match="refusing to buffer") as exc:
+        run_import("inspect", [SYNTHETIC], tmp_path / "b")
+    assert exc.value.record == "samples[0]"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
