@@ -138,11 +138,13 @@ class JsonStream:
             if cut_number and _NUMBER_TAIL.match(self._buf, end).end() == len(self._buf):  # type: ignore[union-attr]
                 self._grow(start)
                 continue
+            if end - start > self._max:  # it fitted in what was already read; the cap still holds
+                self._grow(start, held=end - start)
             self._pos = end
             return value
 
-    def _grow(self, start: int) -> None:
-        held = len(self._buf) - start
+    def _grow(self, start: int, held: int | None = None) -> None:
+        held = len(self._buf) - start if held is None else held
         if held > self._max:
             raise self._error(
                 f"has a JSON value of more than {self._max} characters at character "
