@@ -71,7 +71,10 @@ def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_
     start, pending, n = 0, [], 0
     for rel in state.parts:
         pf = open_parquet(ctx, rel, read_dictionary=[c for c in dictionary if c in columns])
-        batches = pf.iter_batches(batch_size=chunk_rows, columns=columns)
+        # One row group at a time: iterating the whole file keeps every pre-buffered column
+        # chunk alive until the end, so memory would grow with the file.
+        batches = (batch for group in range(pf.metadata.num_row_groups)
+                   for batch in pf.iter_batches(batch_size=chunk_rows, columns=columns, row_groups=[group]))
         while True:
             try:
                 batch = next(batches, None)
