@@ -26,22 +26,16 @@ a time. One episode per sample and epoch:
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterator
-from functools import partial
-from pathlib import Path
 from typing import Any
 
-from ..errors import SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
 from .inspect_events import add_events, add_messages, resolve_attachment
-from .json_stream import JsonStream
+from .inspect_log import InspectLog, open_log
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
 from .steps import StepBuffer, json_text, parse_timestamp
-from .zip_reader import SafeZip
 
 __all__ = ["InspectImporter", "value_to_float"]
 
@@ -57,14 +51,8 @@ _MAPPED = frozenset((
     "events", "messages", "attachments", "uuid", "total_time", "working_time", "started_at", "completed_at",
     "transcript",
 ))
-_SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
-_KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 _REDUCERS = {"mean": "mean", "median": "median", "max": "max"}
-#: A .json log larger than this is refused before it is read; one sample may hold at most
-#: MAX_SAMPLE_CHARS characters (the stream buffers one sample at a time).
-MAX_JSON_LOG_BYTES = 64 * 1024**3
-MAX_SAMPLE_CHARS = 1024**3
 
 
 def value_to_float(value: Any) -> float | None:
@@ -91,135 +79,6 @@ def value_to_float(value: Any) -> float | None:
     return None
 
 
-class _Log:
-    """One Inspect log: its header and a way to stream its samples."""
-
-    def __init__(
-        self, path: Path, format: str, header: dict[str, Any], samples: Iterator[tuple[str, Callable[[], Any]]]
-    ):
-        self.path = path
-        self.format = format
-        self.header = header
-        self.samples = samples
-        spec = header.get("eval")
-        if not isinstance(spec, dict) or not isinstance(spec.get("task"), str) or not isinstance(spec.get("model"), str):
-            raise SourceFormatError("is not an Inspect log: its header has no eval.task and eval.model", file=str(path))
-        self.spec: dict[str, Any] = spec
-        self.task: str = spec["task"]
-        self.task_run: str = str(spec.get("task_id") or spec.get("eval_id") or spec.get("run_id") or "")
-        config = spec.get("config") if isinstance(spec.get("config"), dict) else {}
-        self.epochs = config.get("epochs") if type(config.get("epochs")) is int else 1
-        self.reducers = config.get("epochs_reducer") or ["mean"]
-        self.found = 0
-
-
-def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> _Log:
-    archive = SafeZip(path, str(path))
-    stack.append(archive)
-    if "header.json" in archive:
-        header_name = "header.json"
-    elif "_journal/start.json" in archive:
-        header_name = "_journal/start.json"
-        session.note(f"{path.name} has no header.json (the run did not finish); read _journal/start.json, "
-                     "which has no results")
-    else:
-        raise SourceFormatError("is a zip archive but not an Inspect log (no header.json)", file=str(path))
-    header = _json(archive.read(header_name), str(path), header_name)
-    if not isinstance(header, dict):
-        raise SourceFormatError("is not an Inspect log: the header is not a JSON object", file=str(path), record=header_name)
-    names = archive.names()
-    unknown = [n for n in names if not _KNOWN_MEMBERS.match(n)]
-    if unknown:
-        session.note(f"{path.name}: archive members not imported: {', '.join(unknown[:5])}")
-    members = sorted((n for n in names if _SAMPLE_NAME.match(n)), key=_member_order)
-
-    def samples() -> Iterator[tuple[str, Callable[[], Any]]]:
-        # Members are read and parsed inside the caller's per-record guard: a bad member
-        # is one malformed record, not the end of the archive.
-        for name in members:
-            yield name, partial(_member_json, archive, str(path), name)
-
-    return _Log(path, "inspect-eval", header, samples())
-
-
-def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
-    m = _SAMPLE_NAME.match(name)
-    sid = m.group(1)  # type: ignore[union-attr]
-    return int(m.group(2)), ((0, int(sid)) if sid.isdigit() else (1, sid))  # type: ignore[union-attr]
-
-
-def _member_json(archive: SafeZip, file: str, member: str) -> Any:
-    return _json(archive.read(member), file, member)
-
-
-def _json(data: bytes, file: str, member: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise SourceFormatError(f"is not valid JSON: {exc}", file=file, record=member) from None
-
-
-def _open_json(path: Path, stack: list[Any]) -> _Log:
-    """Stream a .json log: the header first; the samples in one pass when `eval` comes before
-    `samples` (as Inspect writes them), otherwise in a second pass over the file."""
-    size = path.stat().st_size
-    if size > MAX_JSON_LOG_BYTES:
-        raise SourceFormatError(f"is {size} bytes, more than the {MAX_JSON_LOG_BYTES}-byte limit for a .json log",
-                                file=str(path))
-    fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
-    stack.append(fh)
-    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
-    header: dict[str, Any] = {}
-    keys = stream.object_keys()
-    samples_first = False
-    for key in keys:
-        if key == "samples":
-            if "eval" in header:
-                return _Log(path, "inspect-json", header, _rest(stream, keys, header))
-            samples_first = True
-            stream.skip_value()
-        else:
-            header[key] = stream.read_value()
-    stream.end()
-    if not samples_first:
-        return _Log(path, "inspect-json", header, iter(()))
-    return _Log(path, "inspect-json", header, _second_pass(path, stack))
-
-
-def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> Iterator[tuple[str, Callable[[], Any]]]:
-    for index, sample in stream.array_items(label="samples[{}]"):
-        yield f"samples[{index}]", partial(_value, sample)
-    for key in keys:  # members after `samples` (e.g. reductions) are read for completeness
-        header[key] = stream.read_value()
-    stream.end()
-
-
-def _second_pass(path: Path, stack: list[Any]) -> Iterator[tuple[str, Callable[[], Any]]]:
-    fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
-    stack.append(fh)
-    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
-    for key in stream.object_keys():
-        if key != "samples":
-            stream.skip_value()
-            continue
-        for index, sample in stream.array_items(label="samples[{}]"):
-            yield f"samples[{index}]", partial(_value, sample)
-
-
-def _value(value: Any) -> Any:
-    return value
-
-
-def _open(path: Path, session: ImportSession, stack: list[Any]) -> _Log:
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic.startswith(b"PK"):
-        return _open_eval(path, session, stack)
-    if path.suffix == ".eval":
-        raise SourceFormatError("is not a zip archive, so not an Inspect .eval log", file=str(path))
-    return _open_json(path, stack)
-
-
 class InspectImporter:
     """Inspect AI logs: `.eval` archives and `.json` logs."""
 
@@ -238,9 +97,8 @@ class InspectImporter:
         untimed = [0, 0, 0]  # episodes without start, without end; steps without time
         reordered = 0
         for index, path in enumerate(request.sources):
-            stack: list[Any] = []
+            log = open_log(path, session)
             try:
-                log = _open(path, session, stack)
                 session.add_source(path, log.format, request.url(index))
                 agent = request.agent or log.spec["model"]
                 _provenance(session, log, agent)
@@ -255,8 +113,7 @@ class InspectImporter:
                         untimed[1] += row["ended_at"] is None
                         untimed[2] += sum(1 for step in steps.rows if step[3] is None)
             finally:
-                for item in reversed(stack):
-                    item.close()
+                log.close()
             ids = (log.spec.get("dataset") or {}).get("sample_ids")
             planned = len(ids) * log.epochs if isinstance(ids, list) else None
             expected = None if expected is None or planned is None else expected + planned
@@ -287,7 +144,7 @@ class InspectImporter:
         session.declare_missing("episodes.cost_usd", "Inspect logs record tokens, not costs")
 
 
-def _provenance(session: ImportSession, log: _Log, agent: str) -> None:
+def _provenance(session: ImportSession, log: InspectLog, agent: str) -> None:
     spec = log.spec
     packages = spec.get("packages") if isinstance(spec.get("packages"), dict) else {}
     session.add_packages({k: str(v) for k, v in packages.items()})
@@ -296,7 +153,7 @@ def _provenance(session: ImportSession, log: _Log, agent: str) -> None:
     session.add_agent({"name": agent, "model": spec["model"], "parameters": parameters})
 
 
-def _environment(log: _Log) -> Software:
+def _environment(log: InspectLog) -> Software:
     spec = log.spec
     revision = spec.get("revision") if isinstance(spec.get("revision"), dict) else {}
     return Software(
@@ -307,7 +164,7 @@ def _environment(log: _Log) -> Software:
     )
 
 
-def _log_meta(log: _Log) -> dict[str, Any]:
+def _log_meta(log: InspectLog) -> dict[str, Any]:
     spec = log.spec
     keep = ("task", "task_id", "eval_id", "run_id", "created", "task_version", "task_file", "task_args",
             "dataset", "model", "revision", "config")
@@ -319,7 +176,7 @@ def _log_meta(log: _Log) -> dict[str, Any]:
     return out
 
 
-def _missing_samples(session: ImportSession, log: _Log, planned: int | None) -> None:
+def _missing_samples(session: ImportSession, log: InspectLog, planned: int | None) -> None:
     bad = sum(1 for b in session.malformed if b.file == str(log.path))
     if planned is not None and log.found + bad < planned:
         session.add_drop(
@@ -330,7 +187,7 @@ def _missing_samples(session: ImportSession, log: _Log, planned: int | None) -> 
         )
 
 
-def _episode(sample: Any, log: _Log, agent: str, label: str) -> tuple[dict[str, Any], StepBuffer, int]:
+def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict[str, Any], StepBuffer, int]:
     file = str(log.path)
     probe = StepBuffer("", file=file, record=label)
     if not isinstance(sample, dict):
@@ -436,7 +293,7 @@ def _usage(row: dict[str, Any], usage: Any, steps: StepBuffer) -> None:
     row.update(totals)
 
 
-def _declare_rules(session: ImportSession, log: _Log, agent: str, taken: set[str]) -> None:
+def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: set[str]) -> None:
     results = log.header.get("results")
     scores = results.get("scores") if isinstance(results, dict) else None
     if not scores:

@@ -4,9 +4,8 @@ An `ImportSession` writes the card into a hidden temporary directory beside the
 output and renames it into place only when the import succeeded, so a failed
 import leaves nothing behind. It
 
-- buffers episodes and steps and hands them to `CardWriter`'s bulk path in
-  chunks (memory stays bounded by the chunk, not by the source);
-- keeps every extra column to one type across the whole import;
+- hands episodes and steps to `CardWriter`'s bulk path in chunks (`chunks`), so
+  memory stays bounded by the chunk, not by the source;
 - records each source file's sha256, size and URL in provenance;
 - with `keep_going`, turns records that cannot be mapped into one
   `source_malformed` drop per file with their count (otherwise the first bad
@@ -16,11 +15,9 @@ import leaves nothing behind. It
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import uuid
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import yaml
 
 from ..errors import ImporterError, SourceFormatError, WriterError
@@ -36,18 +32,11 @@ from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_file
 from ..io.writer import CardWriter
 from ..model.card import AgentInfo, Drop, Plan, Provenance, Software, SourceFile
-from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, TerminalStatus, steps_schema
+from .chunks import ChunkedTables
 from .steps import StepBuffer
 
 __all__ = ["ImportResult", "ImportSession", "MalformedRecord"]
 
-_STATUSES = frozenset(s.value for s in TerminalStatus)
-_STANDARD = {c.name: c for c in EPISODE_COLUMNS}
-_DERIVED = ("n_steps",)
-_PY_KIND = {bool: "bool", int: "int", float: "float", str: "str"}
-_ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
-_STEP_SCHEMA = steps_schema()
-_STEP_TYPES = [c.type for c in STEP_COLUMNS]
 _SHOWN_BAD = 5
 
 
@@ -147,22 +136,13 @@ class ImportSession:
             self._remove_made_parents()
             raise
         self.card_id = card_id
-        self._chunk_episodes = chunk_episodes
-        self._chunk_steps = chunk_steps
-        self._episodes: list[dict[str, Any]] = []
-        self._steps: list[tuple[Any, ...]] = []
-        self._types: dict[str, str] = {}
-        self._ids: set[str] = set()
-        self._statuses: Counter[str] = Counter()
-        self._n_episodes = 0
-        self._n_steps = 0
+        self._tables = ChunkedTables(self._writer, chunk_episodes=chunk_episodes, chunk_steps=chunk_steps)
         self._sources: list[SourceFile] = []
         self._bad: list[MalformedRecord] = []
         self._rules: list[dict[str, Any]] = []
         self._drops: list[Drop] = []
         self._notes: list[str] = []
         self._header = _Header()
-        self._time_inversions = 0
         self._done = False
 
     # -- provenance, plan, notes ---------------------------------------------------------
@@ -214,112 +194,30 @@ class ImportSession:
         if text not in self._notes:
             self._notes.append(text)
 
-    # -- columns --------------------------------------------------------------------------
+    # -- episodes ---------------------------------------------------------------------------
     def declare(self, column: str, kind: str) -> None:
         """Fix the type of an extra column ('bool', 'int', 'float' or 'str') before any value."""
-        if kind not in _ARROW:
-            raise ValueError(f"unknown column kind {kind!r}")
-        seen = self._types.get(column)
-        if seen is not None and seen != kind and {seen, kind} != {"int", "float"}:
-            raise ValueError(f"{column} already has kind {seen}")
-        self._types[column] = "float" if {seen, kind} == {"int", "float"} else kind
+        self._tables.declare(column, kind)
 
-    def _check_extra(self, column: str, value: Any, record: StepBuffer) -> None:
-        kind = _PY_KIND.get(type(value))
-        if kind is None:
-            raise WriterError(f"{column}: importer produced a {type(value).__name__}; columns hold scalars")
-        if kind == "float" and not math.isfinite(value):
-            raise record.error(f"{column} is {value}, not a finite number")
-        seen = self._types.get(column)
-        if seen is None or seen == kind:
-            self._types[column] = kind
-        elif {seen, kind} == {"int", "float"}:
-            self._types[column] = "float"
-        else:
-            raise record.error(f"{column} holds {kind} here but {seen} in earlier records; a column keeps one type")
-
-    # -- episodes ---------------------------------------------------------------------------
     def add_episode(self, row: Mapping[str, Any], steps: StepBuffer) -> None:
-        """Buffer one episode row (standard columns and score./cond./task./meta. extras) and
-        its steps; the row's episode_id must match the steps'."""
-        episode_id = row.get("episode_id")
-        if not isinstance(episode_id, str) or not episode_id or episode_id != steps.episode_id:
-            raise ValueError("episode row and steps disagree on episode_id")
-        if episode_id in self._ids:
-            raise steps.error(f"episode id {episode_id!r} occurs twice in the sources")
-        status = row.get("status")
-        if status not in _STATUSES:
-            raise ValueError(f"unknown status {status!r}")
-        if not isinstance(row.get("task_id"), str) or not row["task_id"]:
-            raise steps.error("the record has no task id")
-        out: dict[str, Any] = {}
-        for column, value in row.items():
-            if column in _STANDARD:
-                if column in _DERIVED:
-                    raise ValueError(f"{column} is derived from the steps")
-                out[column] = value
-            elif value is not None:
-                self._check_extra(column, value, steps)
-                out[column] = value
-        out["n_steps"] = len(steps.rows)
-        last = None
-        for step in steps.rows:
-            t = step[3]
-            if t is not None:
-                if last is not None and t < last:
-                    self._time_inversions += 1
-                last = t
-        self._ids.add(episode_id)
-        self._episodes.append(out)
-        self._steps.extend(steps.rows)
-        self._statuses[status] += 1
-        self._n_episodes += 1
-        self._n_steps += len(steps.rows)
-        if len(self._episodes) >= self._chunk_episodes or len(self._steps) >= self._chunk_steps:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._episodes:
-            self._writer.write_episodes(self._episode_table(self._episodes))
-            self._episodes = []
-        if self._steps:
-            columns = list(zip(*self._steps, strict=True))
-            self._steps = []
-            arrays = [
-                pa.array(values, pa.string()).dictionary_encode() if pa.types.is_dictionary(t) else pa.array(values, t)
-                for values, t in zip(columns, _STEP_TYPES, strict=True)
-            ]
-            self._writer.write_steps(pa.Table.from_arrays(arrays, schema=_STEP_SCHEMA))
-
-    def _episode_table(self, rows: list[dict[str, Any]]) -> pa.Table:
-        names: dict[str, None] = {}
-        for row in rows:
-            names.update(dict.fromkeys(row))
-        arrays, fields = [], []
-        for name in names:
-            values = [row.get(name) for row in rows]
-            if name in _STANDARD:
-                col = _STANDARD[name]
-                typ = pa.string() if pa.types.is_dictionary(col.type) else col.type
-            else:
-                typ = _ARROW[self._types[name]]
-            arrays.append(pa.array(values, typ))
-            fields.append(pa.field(name, typ))
-        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        """Add one episode row (standard columns and score./cond./task./meta. extras) and its
+        steps; `n_steps` is derived. Raises SourceFormatError for a duplicate id or a column
+        whose type changes between records."""
+        self._tables.add(row, steps)
 
     @property
     def episodes_written(self) -> int:
         """Episodes added so far."""
-        return self._n_episodes
+        return self._tables.episodes
 
     @property
     def steps_written(self) -> int:
         """Steps added so far."""
-        return self._n_steps
+        return self._tables.steps
 
     def has_episode(self, episode_id: str) -> bool:
         """Whether an episode with this id was added."""
-        return episode_id in self._ids
+        return episode_id in self._tables.ids
 
     # -- bad records ---------------------------------------------------------------------------
     @contextmanager
@@ -404,15 +302,15 @@ class ImportSession:
     # -- finishing ----------------------------------------------------------------------------
     def finish(self) -> ImportResult:
         """Write the tables and manifest and move the card into place; returns the result."""
-        if self._n_episodes == 0:
+        if self._tables.episodes == 0:
             detail = f"; {len(self._bad)} malformed record(s) were left out" if self._bad else ""
             raise SourceFormatError(
                 f"no episodes could be imported from {', '.join(s.name for s in self._sources) or 'the sources'}{detail}"
             )
-        self._flush()
+        self._tables.flush()
         self._malformed_drops()
-        if self._time_inversions:
-            self.note(f"{self._time_inversions} step(s) carry a timestamp earlier than the step before them; "
+        if self._tables.time_inversions:
+            self.note(f"{self._tables.time_inversions} step(s) carry a timestamp earlier than the step before them; "
                       "steps keep the source's order and the source's times")
         self._writer.close()
         header = self._header
@@ -446,9 +344,9 @@ class ImportSession:
             card_id=manifest.id,
             format=self.format,
             sources=list(self._sources),
-            episodes=self._n_episodes,
-            steps=self._n_steps,
-            statuses=dict(self._statuses),
+            episodes=self._tables.episodes,
+            steps=self._tables.steps,
+            statuses=dict(self._tables.statuses),
             rules=list(self._rules),
             drops=list(manifest.drops),
             malformed=list(self._bad),

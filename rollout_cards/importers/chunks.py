@@ -1,0 +1,140 @@
+"""Episode rows and step tuples gathered into Arrow tables for `CardWriter`'s bulk path.
+
+`ChunkedTables` keeps each extra column to one type for the whole import (an int
+column may widen to float), refuses a repeated episode id, derives `n_steps`, and
+writes a chunk whenever it holds `chunk_episodes` episodes or `chunk_steps` steps —
+so memory is bounded by the chunk. A column that is null in a whole chunk is left
+out of that chunk (finalize fills it with nulls of the column's type).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import WriterError
+from ..io.writer import CardWriter
+from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, TerminalStatus, steps_schema
+from .steps import StepBuffer
+
+__all__ = ["ChunkedTables"]
+
+_STATUSES = frozenset(s.value for s in TerminalStatus)
+_STANDARD = {c.name: c for c in EPISODE_COLUMNS}
+_DERIVED = ("n_steps",)
+_PY_KIND = {bool: "bool", int: "int", float: "float", str: "str"}
+_ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+_STEP_SCHEMA = steps_schema()
+_STEP_TYPES = [c.type for c in STEP_COLUMNS]
+
+
+class ChunkedTables:
+    """Buffers episodes and steps and writes them through `writer` in chunks."""
+
+    def __init__(self, writer: CardWriter, *, chunk_episodes: int, chunk_steps: int):
+        self._writer = writer
+        self._chunk_episodes = chunk_episodes
+        self._chunk_steps = chunk_steps
+        self._episodes: list[dict[str, Any]] = []
+        self._steps: list[tuple[Any, ...]] = []
+        self._types: dict[str, str] = {}
+        self.ids: set[str] = set()
+        self.statuses: Counter[str] = Counter()
+        self.episodes = 0
+        self.steps = 0
+        self.time_inversions = 0  # steps whose time is earlier than the step before them
+
+    def declare(self, column: str, kind: str) -> None:
+        """Fix the type of an extra column ('bool', 'int', 'float' or 'str') before any value."""
+        if kind not in _ARROW:
+            raise ValueError(f"unknown column kind {kind!r}")
+        seen = self._types.get(column)
+        if seen is not None and seen != kind and {seen, kind} != {"int", "float"}:
+            raise ValueError(f"{column} already has kind {seen}")
+        self._types[column] = "float" if {seen, kind} == {"int", "float"} else kind
+
+    def _check_extra(self, column: str, value: Any, record: StepBuffer) -> None:
+        kind = _PY_KIND.get(type(value))
+        if kind is None:
+            raise WriterError(f"{column}: importer produced a {type(value).__name__}; columns hold scalars")
+        if kind == "float" and not math.isfinite(value):
+            raise record.error(f"{column} is {value}, not a finite number")
+        seen = self._types.get(column)
+        if seen is None or seen == kind:
+            self._types[column] = kind
+        elif {seen, kind} == {"int", "float"}:
+            self._types[column] = "float"
+        else:
+            raise record.error(f"{column} holds {kind} here but {seen} in earlier records; a column keeps one type")
+
+    def add(self, row: Mapping[str, Any], steps: StepBuffer) -> None:
+        """Buffer one episode row and its steps (the row's episode_id must match the steps')."""
+        episode_id = row.get("episode_id")
+        if not isinstance(episode_id, str) or not episode_id or episode_id != steps.episode_id:
+            raise ValueError("episode row and steps disagree on episode_id")
+        if episode_id in self.ids:
+            raise steps.error(f"episode id {episode_id!r} occurs twice in the sources")
+        status = row.get("status")
+        if status not in _STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        if not isinstance(row.get("task_id"), str) or not row["task_id"]:
+            raise steps.error("the record has no task id")
+        out: dict[str, Any] = {}
+        for column, value in row.items():
+            if column in _STANDARD:
+                if column in _DERIVED:
+                    raise ValueError(f"{column} is derived from the steps")
+                out[column] = value
+            elif value is not None:
+                self._check_extra(column, value, steps)
+                out[column] = value
+        out["n_steps"] = len(steps.rows)
+        last = None
+        for step in steps.rows:
+            t = step[3]
+            if t is not None:
+                if last is not None and t < last:
+                    self.time_inversions += 1
+                last = t
+        self.ids.add(episode_id)
+        self._episodes.append(out)
+        self._steps.extend(steps.rows)
+        self.statuses[status] += 1
+        self.episodes += 1
+        self.steps += len(steps.rows)
+        if len(self._episodes) >= self._chunk_episodes or len(self._steps) >= self._chunk_steps:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is buffered."""
+        if self._episodes:
+            self._writer.write_episodes(self._episode_table(self._episodes))
+            self._episodes = []
+        if self._steps:
+            columns = list(zip(*self._steps, strict=True))
+            self._steps = []
+            arrays = [
+                pa.array(values, pa.string()).dictionary_encode() if pa.types.is_dictionary(t) else pa.array(values, t)
+                for values, t in zip(columns, _STEP_TYPES, strict=True)
+            ]
+            self._writer.write_steps(pa.Table.from_arrays(arrays, schema=_STEP_SCHEMA))
+
+    def _episode_table(self, rows: list[dict[str, Any]]) -> pa.Table:
+        names: dict[str, None] = {}
+        for row in rows:
+            names.update(dict.fromkeys(row))
+        arrays, fields = [], []
+        for name in names:
+            values = [row.get(name) for row in rows]
+            if name in _STANDARD:
+                col = _STANDARD[name]
+                typ = pa.string() if pa.types.is_dictionary(col.type) else col.type
+            else:
+                typ = _ARROW[self._types[name]]
+            arrays.append(pa.array(values, typ))
+            fields.append(pa.field(name, typ))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -1,0 +1,185 @@
+"""Read Inspect AI logs: the `.eval` zip archive and the `.json` form, one sample at a time.
+
+`open_log(path, session)` returns an `InspectLog` with the header (`eval`, `plan`,
+`results`, `stats`, `status`) and `samples`, an iterator of (record label, loader):
+the loader parses the sample when called, so a bad sample is one malformed record.
+
+A `.eval` archive goes through `SafeZip` (member count, sizes and compression ratio
+capped before anything is decompressed; nothing is extracted); an archive whose run
+did not finish has only `_journal/start.json`, which is read instead of the header.
+A `.json` log is size-capped and streamed: the header first, then the samples in the
+same pass when `eval` comes before `samples` (as Inspect writes them), otherwise in a
+second pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from ..errors import SourceFormatError
+from .json_stream import JsonStream
+from .session import ImportSession
+from .zip_reader import SafeZip
+
+__all__ = ["MAX_JSON_LOG_BYTES", "MAX_SAMPLE_CHARS", "InspectLog", "open_log"]
+
+#: A .json log larger than this is refused before it is read; one sample may hold at most
+#: MAX_SAMPLE_CHARS characters (the stream buffers one sample at a time).
+MAX_JSON_LOG_BYTES = 64 * 1024**3
+MAX_SAMPLE_CHARS = 1024**3
+_SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
+_KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
+
+Samples = Iterator[tuple[str, Callable[[], Any]]]
+
+
+class InspectLog:
+    """One Inspect log: its header and a way to stream its samples."""
+
+    def __init__(self, path: Path, format: str, header: dict[str, Any], samples: Samples):
+        self.path = path
+        self.format = format
+        self.header = header
+        self.samples = samples
+        spec = header.get("eval")
+        if not isinstance(spec, dict) or not isinstance(spec.get("task"), str) or not isinstance(spec.get("model"), str):
+            raise SourceFormatError("is not an Inspect log: its header has no eval.task and eval.model", file=str(path))
+        self.spec: dict[str, Any] = spec
+        self.task: str = spec["task"]
+        self.task_run: str = str(spec.get("task_id") or spec.get("eval_id") or spec.get("run_id") or "")
+        config = spec.get("config") if isinstance(spec.get("config"), dict) else {}
+        self.epochs = config.get("epochs") if type(config.get("epochs")) is int else 1
+        self.reducers = config.get("epochs_reducer") or ["mean"]
+        self.found = 0
+        self.resources: list[Any] = []
+
+    def close(self) -> None:
+        """Close the files and archive the log holds open."""
+        for item in reversed(self.resources):
+            item.close()
+        self.resources.clear()
+
+
+def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> InspectLog:
+    archive = SafeZip(path, str(path))
+    stack.append(archive)
+    if "header.json" in archive:
+        header_name = "header.json"
+    elif "_journal/start.json" in archive:
+        header_name = "_journal/start.json"
+        session.note(f"{path.name} has no header.json (the run did not finish); read _journal/start.json, "
+                     "which has no results")
+    else:
+        raise SourceFormatError("is a zip archive but not an Inspect log (no header.json)", file=str(path))
+    header = _json(archive.read(header_name), str(path), header_name)
+    if not isinstance(header, dict):
+        raise SourceFormatError("is not an Inspect log: the header is not a JSON object", file=str(path), record=header_name)
+    names = archive.names()
+    unknown = [n for n in names if not _KNOWN_MEMBERS.match(n)]
+    if unknown:
+        session.note(f"{path.name}: archive members not imported: {', '.join(unknown[:5])}")
+    members = sorted((n for n in names if _SAMPLE_NAME.match(n)), key=_member_order)
+
+    def samples() -> Samples:
+        # Members are read and parsed inside the caller's per-record guard: a bad member
+        # is one malformed record, not the end of the archive.
+        for name in members:
+            yield name, partial(_member_json, archive, str(path), name)
+
+    return InspectLog(path, "inspect-eval", header, samples())
+
+
+def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
+    m = _SAMPLE_NAME.match(name)
+    sid = m.group(1)  # type: ignore[union-attr]
+    return int(m.group(2)), ((0, int(sid)) if sid.isdigit() else (1, sid))  # type: ignore[union-attr]
+
+
+def _member_json(archive: SafeZip, file: str, member: str) -> Any:
+    return _json(archive.read(member), file, member)
+
+
+def _json(data: bytes, file: str, member: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise SourceFormatError(f"is not valid JSON: {exc}", file=file, record=member) from None
+
+
+def _open_json(path: Path, stack: list[Any]) -> InspectLog:
+    """Stream a .json log: the header first; the samples in one pass when `eval` comes before
+    `samples` (as Inspect writes them), otherwise in a second pass over the file."""
+    size = path.stat().st_size
+    if size > MAX_JSON_LOG_BYTES:
+        raise SourceFormatError(f"is {size} bytes, more than the {MAX_JSON_LOG_BYTES}-byte limit for a .json log",
+                                file=str(path))
+    fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
+    stack.append(fh)
+    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
+    header: dict[str, Any] = {}
+    keys = stream.object_keys()
+    samples_first = False
+    for key in keys:
+        if key == "samples":
+            if "eval" in header:
+                return InspectLog(path, "inspect-json", header, _rest(stream, keys, header))
+            samples_first = True
+            stream.skip_value()
+        else:
+            header[key] = stream.read_value()
+    stream.end()
+    if not samples_first:
+        return InspectLog(path, "inspect-json", header, iter(()))
+    return InspectLog(path, "inspect-json", header, _second_pass(path, stack))
+
+
+def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> Samples:
+    for index, sample in stream.array_items(label="samples[{}]"):
+        yield f"samples[{index}]", partial(_value, sample)
+    for key in keys:  # members after `samples` (e.g. reductions) are read for completeness
+        header[key] = stream.read_value()
+    stream.end()
+
+
+def _second_pass(path: Path, stack: list[Any]) -> Samples:
+    fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
+    stack.append(fh)
+    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
+    for key in stream.object_keys():
+        if key != "samples":
+            stream.skip_value()
+            continue
+        for index, sample in stream.array_items(label="samples[{}]"):
+            yield f"samples[{index}]", partial(_value, sample)
+
+
+def _value(value: Any) -> Any:
+    return value
+
+
+def open_log(path: Path, session: ImportSession) -> InspectLog:
+    """Open an Inspect log (.eval or .json); notes about it go to `session`. Close it when done."""
+    stack: list[Any] = []
+    try:
+        log = _open(path, session, stack)
+    except BaseException:
+        for item in reversed(stack):
+            item.close()
+        raise
+    log.resources = stack
+    return log
+
+
+def _open(path: Path, session: ImportSession, stack: list[Any]) -> InspectLog:
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic.startswith(b"PK"):
+        return _open_eval(path, session, stack)
+    if path.suffix == ".eval":
+        raise SourceFormatError("is not a zip archive, so not an Inspect .eval log", file=str(path))
+    return _open_json(path, stack)
