@@ -62,6 +62,14 @@ def _unique_dictionary(values: pa.Array) -> pa.DictionaryArray:
     return values.dictionary_encode()
 
 
+def _names(dictionary: pa.Array, indices: np.ndarray) -> list[str | None]:
+    """The dictionary values at `indices` (None for -1)."""
+    if not len(dictionary):
+        return [None] * len(indices)
+    values = dictionary.take(pa.array(np.maximum(indices, 0), pa.int64())).to_pylist()
+    return [v if i >= 0 else None for v, i in zip(values, indices, strict=True)]
+
+
 class EpisodeScan:
     """Streaming per-episode checks; feed chunks of rows in order with `feed`."""
 
@@ -170,47 +178,45 @@ class EpisodeScan:
     def _check_tools(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, is_call: np.ndarray,
                      is_result: np.ndarray, call_id: pa.Array | None) -> None:
         res_idx = np.flatnonzero(is_result)
-        call_idx = np.flatnonzero(is_call)
-        if call_id is not None and call_id.null_count:
-            call_idx = call_idx[call_id.take(call_idx).is_valid().to_numpy(zero_copy_only=False)]
+        if call_id is None:
+            if len(res_idx):
+                shown = min(len(res_idx), self.f.room("tool-result-orphan"))
+                self._report_orphans(rows, code, res_idx, [None] * shown)
+            self._calls = set()
+            return
+        # Call ids as integers: their index in the chunk's dictionary (-1 for null).
+        encoded = _unique_dictionary(call_id)
+        cid = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        call_idx = np.flatnonzero(is_call & (cid >= 0))
         if len(res_idx):
-            self._orphans(block, rows, code, res_idx, call_idx, call_id)
+            self._orphans(block, rows, code, res_idx, call_idx, cid, encoded.dictionary)
         last_block = block[-1]
-        issued = set()
-        if call_id is not None and len(call_idx):
-            in_last = call_idx[block[call_idx] == last_block]
-            issued = set(call_id.take(in_last).to_pylist())
+        in_last = call_idx[block[call_idx] == last_block]
+        issued = set(_names(encoded.dictionary, cid[in_last]))
         self._calls = (self._calls | issued) if last_block == 0 else issued
 
     def _orphans(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, res_idx: np.ndarray,
-                 call_idx: np.ndarray, call_id: pa.Array | None) -> None:
-        if call_id is None:
-            orphan = res_idx
-            ids: list[str | None] = [None] * min(len(orphan), self.f.room("tool-result-orphan"))
+                 call_idx: np.ndarray, cid: np.ndarray, dictionary: pa.Array) -> None:
+        # Keys (episode code, call id index): matching results to first calls is a sort and a
+        # binary search, not a string join. A null id gets the key c*(width+1), never a call's.
+        width = len(dictionary) + 1
+        call_keys = code[call_idx] * width + cid[call_idx] + 1
+        res_keys = code[res_idx] * width + cid[res_idx] + 1
+        unique, first = np.unique(call_keys, return_index=True)  # first call position per key
+        if len(unique):
+            at = np.minimum(np.searchsorted(unique, res_keys), len(unique) - 1)
+            answered = (unique[at] == res_keys) & (call_idx[first[at]] < res_idx) & (cid[res_idx] >= 0)
         else:
-            # Integer keys (episode code, index of the call id in this chunk's dictionary), so
-            # matching results to first calls is a sort and a binary search, not a string hash join.
-            both = np.concatenate([call_idx, res_idx])
-            encoded = _unique_dictionary(call_id.take(pa.array(both, pa.int64())))
-            width = max(len(encoded.dictionary), 1)
-            index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-            keys = code[both] * (width + 1) + index + 1  # a null id maps to key c*(width+1): never a call's
-            call_keys, res_keys = keys[: len(call_idx)], keys[len(call_idx):]
-            unique, first = np.unique(call_keys, return_index=True)  # first call position per key
-            at = np.clip(np.searchsorted(unique, res_keys), 0, max(len(unique) - 1, 0))
-            if len(unique):
-                answered = (unique[at] == res_keys) & (call_idx[first[at]] < res_idx)
-            else:
-                answered = np.zeros(len(res_idx), dtype=bool)
-            answered &= index[len(call_idx):] >= 0
-            orphan = res_idx[~answered]
-            # A result may answer a call made in the part of its episode fed in an earlier chunk.
-            carried = np.flatnonzero(block[orphan] == 0)
-            if len(carried) and self._calls:
-                values = call_id.take(pa.array(orphan[carried], pa.int64())).to_pylist()
-                orphan = np.delete(orphan, carried[[i for i, v in enumerate(values) if v in self._calls]])
-            shown = orphan[: self.f.room("tool-result-orphan")]
-            ids = call_id.take(pa.array(shown, pa.int64())).to_pylist()
+            answered = np.zeros(len(res_idx), dtype=bool)
+        orphan = res_idx[~answered]
+        # A result may answer a call made in the part of its episode fed in an earlier chunk.
+        carried = np.flatnonzero(block[orphan] == 0)
+        if len(carried) and self._calls:
+            values = _names(dictionary, cid[orphan[carried]])
+            orphan = np.delete(orphan, carried[[i for i, v in enumerate(values) if v in self._calls]])
+        self._report_orphans(rows, code, orphan, _names(dictionary, cid[orphan[: self.f.room("tool-result-orphan")]]))
+
+    def _report_orphans(self, rows: np.ndarray, code: np.ndarray, orphan: np.ndarray, ids: list) -> None:
         if len(orphan):
             report_rows(
                 self.f, "tool-result-orphan", self.state, rows[orphan], "call_id",

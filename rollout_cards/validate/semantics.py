@@ -26,7 +26,7 @@ from .episode_scan import EpisodeScan, report_rows
 from .parquet import open_parquet, read_errors
 from .report import Findings, excerpt
 
-__all__ = ["CHUNK_ROWS", "SORT_PASS_ROWS", "EpisodeFacts", "check_episodes", "check_steps", "iter_chunks"]
+__all__ = ["CHUNK_ROWS", "SORT_PASS_ROWS", "EpisodeCodes", "EpisodeFacts", "check_episodes", "check_steps", "iter_chunks"]
 
 #: Rows read and checked at a time.
 CHUNK_ROWS = 1 << 18
@@ -185,17 +185,27 @@ def check_episodes(ctx: CheckContext) -> None:
     ctx.facts["episodes"] = EpisodeFacts(index, np.concatenate(n_steps) if n_steps else None)
 
 
-def episode_codes(ids: pa.Array, index: EpisodeIndex) -> np.ndarray:
-    """Row of each id's episode (-1 for null or unknown ids), looking up each distinct id once."""
-    encoded = ids if pa.types.is_dictionary(ids.type) else ids.dictionary_encode()
-    table = index.lookup(encoded.dictionary)
-    indices = encoded.indices
-    if not len(table):
-        return np.full(len(ids), -1, dtype=np.int64)
-    codes = table[pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)]
-    if indices.null_count:
-        codes[~_mask(indices.is_valid())] = -1
-    return codes
+class EpisodeCodes:
+    """Maps chunks of step episode ids to episode rows, looking up each distinct id once; the
+    chunks of one row group share their dictionary, which is looked up once for all of them."""
+
+    def __init__(self, index: EpisodeIndex):
+        self.index = index
+        self._dictionary: pa.Array | None = None
+        self._table = np.zeros(0, dtype=np.int64)
+
+    def __call__(self, ids: pa.Array) -> np.ndarray:
+        """Row of each id's episode (-1 for null or unknown ids)."""
+        encoded = ids if pa.types.is_dictionary(ids.type) else ids.dictionary_encode()
+        if self._dictionary is None or not encoded.dictionary.equals(self._dictionary):
+            self._dictionary, self._table = encoded.dictionary, self.index.lookup(encoded.dictionary)
+        indices = encoded.indices
+        if not len(self._table):
+            return np.full(len(ids), -1, dtype=np.int64)
+        codes = self._table[pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)]
+        if indices.null_count:
+            codes[~_mask(indices.is_valid())] = -1
+        return codes
 
 
 _SCAN_COLUMNS = ("episode_id", "seq", "kind", "t", "call_id")
@@ -236,12 +246,13 @@ def check_steps(ctx: CheckContext) -> None:
     scan = (EpisodeScan(pending, state, episodes.name_of, order_known=False, n_episodes=episodes.count)
             if per_episode else None)
     counts = np.zeros(episodes.count if episodes else 0, dtype=np.int64)
+    episode_codes = EpisodeCodes(episodes.index) if episodes else None
     for offset, chunk in iter_chunks(ctx, state, columns, dictionary=("episode_id", "call_id")):
         _row_checks(f, state, "steps", offset, chunk)
         if not linked:
             continue
         ids = _array(chunk, "episode_id")
-        codes = episode_codes(ids, episodes.index)
+        codes = episode_codes(ids)
         known = codes >= 0
         orphans = np.flatnonzero(~known & _mask(ids.is_valid()))
         if len(orphans):
@@ -273,10 +284,11 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts)
     total = sum(r or 0 for r in state.part_rows)
     passes = max(1, -(-total // SORT_PASS_ROWS))
     columns = [c for c in _SCAN_COLUMNS if state.has(c)]
+    episode_codes = EpisodeCodes(episodes.index)
     for part in range(passes):
         pieces = []
         for offset, chunk in iter_chunks(ctx, state, columns, dictionary=("episode_id", "call_id")):
-            codes = episode_codes(_array(chunk, "episode_id"), episodes.index)
+            codes = episode_codes(_array(chunk, "episode_id"))
             seq = _array(chunk, "seq")
             idx = np.flatnonzero((codes >= 0) & (codes % passes == part) & _mask(seq.is_valid()))
             if not len(idx):
