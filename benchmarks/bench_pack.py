@@ -114,19 +114,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help=f"card size in units of {BASE_MB} MB (10 = 2 GB)")
     parser.add_argument("--size-gb", type=float, default=None, help="card size in GB (overrides --scale)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", type=Path, default=None, help="where to build (default: a temp dir)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the generated card here and reuse it on the next run (default: a temp dir)")
     parser.add_argument("--generate", nargs=2, metavar=("DIR", "BYTES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.generate:
         make_card(Path(args.generate[0]), int(args.generate[1]))
         return 0
     target = int((args.size_gb * 1000 if args.size_gb else BASE_MB * args.scale) * 1e6)
-    work = Path(tempfile.mkdtemp(prefix="rcard-bench-", dir=args.workdir))
+    keep = args.workdir is not None
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="rcard-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
     try:
         t0 = time.perf_counter()
-        # Generated in a child process: a child's peak RSS includes its parent's at fork time.
-        subprocess.run([sys.executable, __file__, "--generate", str(work), str(target)], check=True)
         card = work / "card"
+        if not (card / "card.json").is_file():
+            shutil.rmtree(card, ignore_errors=True)
+            # Generated in a child process: a child's peak RSS includes its parent's at fork time.
+            subprocess.run([sys.executable, __file__, "--generate", str(work), str(target)], check=True)
         files = card_files(card)
         size = sum((card / f).stat().st_size for f in files)
         print(f"card: {size / 1e6:.1f} MB in {len(files)} files (generated in {time.perf_counter() - t0:.1f} s)")
@@ -210,8 +215,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{zst.stat().st_size / size:.4f}  {zstd_c[0]:.3f} s")
         print(f"  zip (stored)             {zipf.stat().st_size / 1e6:10.1f} MB  ratio "
               f"{zipf.stat().st_size / size:.4f}  {zip_c[0]:.3f} s")
+        print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+              f"on {os.cpu_count()} CPUs (other processes make every figure slower)")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if keep:
+            for p in work.iterdir():
+                if p.name != "card":
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -77,6 +77,7 @@ class ArchiveSource:
         self.limits = limits or ArchiveLimits()
         self._mmap: mmap.mmap | None = None
         self._buffer: pa.Buffer | None = None
+        self._lock = threading.Lock()
         flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
         try:
             self._fd = os.open(self.path, flags)
@@ -197,12 +198,12 @@ class ArchiveSource:
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """A read-only pyarrow filesystem whose files are the members, served from a memory map."""
-        if self._buffer is None:
-            if self.size == 0:
-                raise CardFormatError(f"{self.name}: the archive is empty")
-            self._mmap = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
-            self._buffer = pa.py_buffer(self._mmap)
-        return pafs.PyFileSystem(_MemberFileSystem(self, self._buffer)), _FS_ROOT
+        with self._lock:  # the validator reads from a second thread
+            if self._buffer is None:
+                self._mmap = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+                self._buffer = pa.py_buffer(self._mmap)
+            buffer = self._buffer
+        return pafs.PyFileSystem(_MemberFileSystem(self, buffer)), _FS_ROOT
 
     # -- lifetime --------------------------------------------------------------------------------
     def close(self) -> None:
