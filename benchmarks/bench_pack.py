@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,30 +84,42 @@ def card_files(card: Path) -> list[str]:
     return ["card.json"] + [f["path"] for f in manifest["inventory"]["files"]]
 
 
-def timed(cmd: list[str], *, cwd: Path | None = None) -> tuple[float, float]:
-    """(seconds, peak RSS in MB) of one child process (for a pipeline: its largest process)."""
+@dataclass
+class Measure:
+    """Median wall time of a child process, median time of the operation itself (wall minus
+    interpreter start and imports, reported by the child), and the largest peak RSS."""
+
+    wall: float
+    op: float
+    rss_mb: float
+
+
+def _once(cmd: list[str]) -> tuple[float, float, float]:
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark step failed ({proc.returncode}): {cmd}")
-    return elapsed, usage.ru_maxrss / 1024
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"benchmark step failed: {cmd}")
+    ops = [float(line.split()[1]) for line in out.splitlines() if line.startswith("OP ")]
+    return wall, ops[0] if ops else wall, usage.ru_maxrss / 1024
 
 
-def py(code: str) -> list[str]:
-    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); {code}"]
-
-
-def median_run(setup, cmd_factory, repeats: int) -> tuple[float, float]:
-    times, rss = [], []
+def measure(setup, cmd: list[str], repeats: int) -> Measure:
+    runs = []
     for _ in range(repeats):
         setup()
-        t, r = timed(*cmd_factory())
-        times.append(t)
-        rss.append(r)
-    return statistics.median(times), max(rss)
+        runs.append(_once(cmd))
+    return Measure(statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
+                   max(r[2] for r in runs))
+
+
+def py(imports: str, op: str) -> list[str]:
+    """A child Python that imports, then times only `op` (printed as `OP <seconds>`)."""
+    code = (f"import sys, time; sys.path.insert(0, {str(REPO)!r}); {imports}\n"
+            f"t0 = time.perf_counter()\n{op}\nprint('OP', time.perf_counter() - t0)")
+    return [sys.executable, "-c", code]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,110 +139,103 @@ def main(argv: list[str] | None = None) -> int:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="rcard-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        t0 = time.perf_counter()
-        card = work / "card"
-        if not (card / "card.json").is_file():
-            shutil.rmtree(card, ignore_errors=True)
-            # Generated in a child process: a child's peak RSS includes its parent's at fork time.
-            subprocess.run([sys.executable, __file__, "--generate", str(work), str(target)], check=True)
-        files = card_files(card)
-        size = sum((card / f).stat().st_size for f in files)
-        print(f"card: {size / 1e6:.1f} MB in {len(files)} files (generated in {time.perf_counter() - t0:.1f} s)")
-        mb = size / 1e6
-        out = work / "card.rcard"
-        tar_out = work / "card.tar"
-        unpack_dir = work / "unpacked"
-        tar_dir = work / "tar-unpacked"
-
-        def rm(*paths: Path):
-            def setup() -> None:
-                for p in paths:
-                    if p.is_dir():
-                        shutil.rmtree(p)
-                    elif p.exists():
-                        p.unlink()
-            return setup
-
-        startup = median_run(lambda: None, lambda: (py("import rollout_cards.io.archive"),), args.repeats)
-        rows = [("python start + import (fixed)", startup, float("nan"))]
-        pack = median_run(rm(out), lambda: (py(
-            f"from rollout_cards.io.archive import pack_card; pack_card({str(card)!r}, {str(out)!r})"),), args.repeats)
-        tar_c = median_run(rm(tar_out), lambda: (["tar", "-cf", str(tar_out), "-C", str(card), "--", *files],),
-                           args.repeats)
-        rows += [("pack (rcard)", pack, pack[0] / tar_c[0]), ("tar -cf", tar_c, 1.0)]
-
-        def mk(d: Path):
-            def setup() -> None:
-                rm(d)()
-                d.mkdir()
-            return setup
-
-        unpack = median_run(rm(unpack_dir), lambda: (py(
-            f"from rollout_cards.io.archive import unpack_card; unpack_card({str(out)!r}, {str(unpack_dir)!r})"),),
-            args.repeats)
-        tar_x = median_run(mk(tar_dir), lambda: (["tar", "-xf", str(out), "-C", str(tar_dir)],), args.repeats)
-        rows += [("unpack (rcard, hashed)", unpack, unpack[0] / tar_x[0]), ("tar -xf", tar_x, 1.0)]
-
-        # Container alternatives (size and pack time only: neither is read in place).
-        zst = work / "card.tar.zst"
-        zipf = work / "card.zip"
-        pipeline = f"tar -cf - -C {card} -- {' '.join(files)} | zstd -q -3 -T1 -o {zst}"
-        zstd_c = (median_run(rm(zst), lambda: (["bash", "-c", pipeline],), args.repeats)
-                  if shutil.which("zstd") else None)
-        zip_code = (
-            f"import zipfile; z = zipfile.ZipFile({str(zipf)!r}, 'w', zipfile.ZIP_STORED);\n"
-            f"[z.write({str(card)!r} + '/' + f, f) for f in {files!r}]; z.close()")
-        zip_c = median_run(rm(zipf), lambda: (py(zip_code),), args.repeats)
-
-        # Opening and checking: parse + hash every member, the validator's digest pass.
-        verify_code = (
-            "import rollout_cards as rc; from rollout_cards.io.hashing import sha256_stream; c = rc.open(%r);"
-            "bad = [f.path for f in c.manifest.inventory.files if sha256_stream(c.source.open_binary(f.path))"
-            " != (f.sha256, f.bytes)]; assert not bad, bad")
-        v_rcard = median_run(lambda: None, lambda: (py(verify_code % str(out)),), args.repeats)
-        v_dir = median_run(lambda: None, lambda: (py(verify_code % str(card)),), args.repeats)
-        read_code = ("import rollout_cards as rc; n = sum(b.num_rows for b in rc.open(%r).iter_steps()); "
-                     "assert n > 0")
-        r_rcard = median_run(lambda: None, lambda: (py(read_code % str(out)),), args.repeats)
-        r_dir = median_run(lambda: None, lambda: (py(read_code % str(card)),), args.repeats)
-        rows += [("open + hash all (rcard)", v_rcard, v_rcard[0] / v_dir[0]), ("open + hash all (dir)", v_dir, 1.0),
-                 ("open + stream steps (rcard)", r_rcard, r_rcard[0] / r_dir[0]), ("open + stream steps (dir)", r_dir, 1.0)]
-        validate = _validator()
-        if validate is not None:
-            val_code = f"from rollout_cards.validate import {validate} as v; v(%r)"
-            val_rcard = median_run(lambda: None, lambda: (py(val_code % str(out)),), args.repeats)
-            val_dir = median_run(lambda: None, lambda: (py(val_code % str(card)),), args.repeats)
-            rows += [("validate (rcard)", val_rcard, val_rcard[0] / val_dir[0]), ("validate (dir)", val_dir, 1.0)]
-
-        print(f"\nmedian of {args.repeats} runs; MB/s over the card's {mb:.1f} MB; RSS = peak of the child\n")
-        print(f"{'operation':30} {'seconds':>8} {'MB/s':>8} {'peak RSS MB':>12} {'vs baseline':>12}")
-        for name, (t, r), ratio in rows:
-            print(f"{name:30} {t:8.3f} {mb / t:8.0f} {r:12.0f} {ratio:11.2f}x")
-        print("\ncontainer sizes and pack times:")
-        print(f"  rcard (uncompressed tar) {out.stat().st_size / 1e6:10.1f} MB  ratio "
-              f"{out.stat().st_size / size:.4f}  {pack[0]:.3f} s")
-        print(f"  tar                      {tar_out.stat().st_size / 1e6:10.1f} MB  ratio "
-              f"{tar_out.stat().st_size / size:.4f}  {tar_c[0]:.3f} s")
-        if zstd_c is not None:
-            print(f"  tar | zstd -3            {zst.stat().st_size / 1e6:10.1f} MB  ratio "
-                  f"{zst.stat().st_size / size:.4f}  {zstd_c[0]:.3f} s")
-        print(f"  zip (stored)             {zipf.stat().st_size / 1e6:10.1f} MB  ratio "
-              f"{zipf.stat().st_size / size:.4f}  {zip_c[0]:.3f} s")
-        print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
-              f"on {os.cpu_count()} CPUs (other processes make every figure slower)")
+        run_benchmark(work, target, args.repeats)
     finally:
         if keep:
-            for p in work.iterdir():
-                if p.name != "card":
-                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+            for path in work.iterdir():
+                if path.name != "card":
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
         else:
             shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
+def _clear(*paths: Path, mkdir: bool = False):
+    def setup() -> None:
+        for path in paths:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        if mkdir:
+            paths[0].mkdir()
+    return setup
+
+
+def run_benchmark(work: Path, target: int, repeats: int) -> None:
+    t0 = time.perf_counter()
+    card = work / "card"
+    if not (card / "card.json").is_file():
+        shutil.rmtree(card, ignore_errors=True)
+        # Generated in a child process: a child's peak RSS includes its parent's at fork time.
+        subprocess.run([sys.executable, __file__, "--generate", str(work), str(target)], check=True)
+    files = card_files(card)
+    size = sum((card / f).stat().st_size for f in files)
+    mb = size / 1e6
+    print(f"card: {mb:.1f} MB in {len(files)} files (ready in {time.perf_counter() - t0:.1f} s)")
+    out, tar_out = work / "card.rcard", work / "card.tar"
+    unpack_dir, tar_dir = work / "unpacked", work / "tar-unpacked"
+    nothing = _clear()
+    archive = "from rollout_cards.io.archive import pack_card, unpack_card"
+    rows: list[tuple[str, Measure, Measure | None]] = []
+
+    startup = measure(nothing, py("import rollout_cards.io.archive", "pass"), repeats)
+    rows.append(("python start + import", startup, None))
+    pack = measure(_clear(out), py(archive, f"pack_card({str(card)!r}, {str(out)!r})"), repeats)
+    tar_c = measure(_clear(tar_out), ["tar", "-cf", str(tar_out), "-C", str(card), "--", *files], repeats)
+    unpack = measure(_clear(unpack_dir), py(archive, f"unpack_card({str(out)!r}, {str(unpack_dir)!r})"), repeats)
+    tar_x = measure(_clear(tar_dir, mkdir=True), ["tar", "-xf", str(out), "-C", str(tar_dir)], repeats)
+    rows += [("pack (rcard)", pack, tar_c), ("tar -cf", tar_c, None),
+             ("unpack (rcard, hashed)", unpack, tar_x), ("tar -xf", tar_x, None)]
+
+    # Opening and checking: parse card.json and hash every member (the validator's digest
+    # pass), and stream the whole steps table, on the packed file and on the directory.
+    hash_all = ("c = rc.open(PATH); bad = [f.path for f in c.manifest.inventory.files "
+                "if sha256_stream(c.source.open_binary(f.path)) != (f.sha256, f.bytes)]; assert not bad")
+    hashing = "import rollout_cards as rc; from rollout_cards.io.hashing import sha256_stream"
+    stream = "assert sum(b.num_rows for b in rc.open(PATH).iter_steps()) > 0"
+    for label, imports, op in (("open + hash all", hashing, hash_all),
+                               ("open + stream steps", "import rollout_cards as rc", stream)):
+        packed = measure(nothing, py(imports, op.replace("PATH", repr(str(out)))), repeats)
+        directory = measure(nothing, py(imports, op.replace("PATH", repr(str(card)))), repeats)
+        rows += [(f"{label} (rcard)", packed, directory), (f"{label} (dir)", directory, None)]
+    validate = _validator()
+    if validate is not None:
+        imports = f"from rollout_cards.validate import {validate} as v"
+        packed = measure(nothing, py(imports, f"assert v({str(out)!r}).valid"), repeats)
+        directory = measure(nothing, py(imports, f"assert v({str(card)!r}).valid"), repeats)
+        rows += [("validate (rcard)", packed, directory), ("validate (dir)", directory, None)]
+
+    # Container alternatives: size and pack time (neither is read in place here).
+    zst, zipf = work / "card.tar.zst", work / "card.zip"
+    pipeline = f"tar -cf - -C {card} -- {' '.join(files)} | zstd -q -3 -T1 -o {zst}"
+    zstd_c = measure(_clear(zst), ["bash", "-c", pipeline], repeats) if shutil.which("zstd") else None
+    zip_c = measure(_clear(zipf), py("import zipfile", (
+        f"z = zipfile.ZipFile({str(zipf)!r}, 'w', zipfile.ZIP_STORED)\n"
+        f"for f in {files!r}: z.write({str(card)!r} + '/' + f, f)\nz.close()")), repeats)
+
+    print(f"\nmedian of {repeats} runs; MB/s over the card's {mb:.1f} MB; RSS = peak of the child process;")
+    print("'op' = the operation alone, without interpreter start and imports (tar: the whole run)\n")
+    print(f"{'operation':28} {'wall s':>7} {'op s':>7} {'op MB/s':>8} {'peak RSS MB':>11} {'wall vs base':>12} "
+          f"{'op vs base':>10}")
+    for name, m, base in rows:
+        vs = f"{m.wall / base.wall:11.2f}x" if base else ""
+        op_vs = f"{m.op / base.op:9.2f}x" if base else ""
+        print(f"{name:28} {m.wall:7.2f} {m.op:7.2f} {mb / max(m.op, 1e-6):8.0f} {m.rss_mb:11.0f} {vs:>12} {op_vs:>10}")
+    print("\ncontainer     size (MB)  size/files  pack s (wall)")
+    for name, path, m in (("rcard (tar)", out, pack), ("tar", tar_out, tar_c), ("tar | zstd -3", zst, zstd_c),
+                          ("zip (stored)", zipf, zip_c)):
+        if m is not None:
+            print(f"{name:13} {path.stat().st_size / 1e6:10.1f} {path.stat().st_size / size:11.4f} {m.wall:14.2f}")
+    print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
+          "(other processes make every figure slower)")
+
+
 def _validator() -> str | None:
+    import importlib
+
     try:
-        import rollout_cards.validate as v
+        v = importlib.import_module("rollout_cards.validate")  # the package re-exports a function of that name
     except ImportError:
         return None
     for name in ("validate_card", "validate"):
