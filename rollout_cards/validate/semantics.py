@@ -13,6 +13,7 @@ episodes, each sorted in memory (`SORT_PASS_ROWS` rows per pass); see `episode_s
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,8 +60,9 @@ class EpisodeFacts:
 
 def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_rows: int | None = None,
                 dictionary: tuple[str, ...] = ()) -> Iterator[tuple[int, pa.Table]]:
-    """(first row index, table of `columns`) over every part, about `chunk_rows` (default
-    CHUNK_ROWS) rows at a time; the `dictionary` columns are read dictionary-encoded.
+    """(first row index, table of `columns`) over every part, in chunks of at most `chunk_rows`
+    (default CHUNK_ROWS) rows — batches of small row groups are merged to at least half of
+    that; the `dictionary` columns are read dictionary-encoded.
 
     A page that cannot be decoded is reported once per table (`parquet-unreadable`) and
     stops the check that met it, and every later check of that table, with a note.
@@ -75,23 +77,32 @@ def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_
         # chunk alive until the end, so memory would grow with the file.
         batches = (batch for group in range(pf.metadata.num_row_groups)
                    for batch in pf.iter_batches(batch_size=chunk_rows, columns=columns, row_groups=[group]))
-        while True:
-            try:
-                batch = next(batches, None)
-            except read_errors as exc:
-                state.damaged = True
-                ctx.findings.add("parquet-unreadable", f"data cannot be decoded ({str(exc)[:100]}); the file is "
-                                 "corrupt: regenerate it", file=rel)
-                ctx.skip(f"the {state.name} table has data that cannot be decoded")
-            if batch is None:
-                break
-            pending.append(batch.replace_schema_metadata(None))
-            n += batch.num_rows
-            if n >= chunk_rows:
-                yield start, pa.Table.from_batches(pending).combine_chunks()
-                start, pending, n = start + n, [], 0
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-read") as reader:
+            # The next batch is decoded (pyarrow releases the GIL) while this one is checked.
+            ahead = reader.submit(next, batches, None)
+            while True:
+                try:
+                    batch = ahead.result()
+                except read_errors as exc:
+                    state.damaged = True
+                    ctx.findings.add("parquet-unreadable", f"data cannot be decoded ({str(exc)[:100]}); the file "
+                                     "is corrupt: regenerate it", file=rel)
+                    ctx.skip(f"the {state.name} table has data that cannot be decoded")
+                if batch is None:
+                    break
+                ahead = reader.submit(next, batches, None)
+                pending.append(batch.replace_schema_metadata(None))
+                n += batch.num_rows
+                if n >= chunk_rows // 2:  # a batch of a large row group goes as it is, uncopied
+                    yield start, _table(pending)
+                    start, pending, n = start + n, [], 0
     if pending:
-        yield start, pa.Table.from_batches(pending).combine_chunks()
+        yield start, _table(pending)
+
+
+def _table(batches: list[pa.RecordBatch]) -> pa.Table:
+    table = pa.Table.from_batches(batches)
+    return table if len(batches) == 1 else table.combine_chunks()
 
 
 def _array(chunk: pa.Table, name: str) -> pa.Array:
