@@ -6,8 +6,10 @@ present in the card, gated-access fields when the scope is gated) and returns th
 problems found. Every value taken from the card goes through `_cell`/`_text`, so a
 title or reason cannot break the Markdown layout or the YAML front matter.
 
-Rules are shown with their published (`reported`) numbers, labelled "as reported, not
-recomputed": this module has no rule engine to replay them (`rcard validate` does).
+Each declared rule is recomputed by the rule engine (`rollout_cards.rules.apply_rule`):
+value, interval, n and unit per group, next to the card's `reported` value; when the
+engine cannot replay the rules, the reported values are shown labelled "as reported,
+not recomputed".
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import yaml
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 
-from ..errors import CardFormatError, Problem
+from ..errors import CardFormatError, Problem, RolloutCardError
 from ..io.reader import Card, open_card
 from ..summary import summarize
 from ..tables import TerminalStatus
@@ -79,12 +81,33 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     return out + [""]
 
 
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "n/a" if value is None else str(value)
+
+
+def _recomputed(card: Card) -> tuple[dict[str, Any], str | None]:
+    """Rule id -> RuleRun from the rule engine, and why some could not be recomputed."""
+    try:
+        from ..rules import apply_rule, declared_rules
+
+        return {rule.rule: apply_rule(card, rule, file=path) for rule, path in declared_rules(card)}, None
+    except RolloutCardError as exc:
+        return {}, str(exc)
+
+
 def _rules_section(card: Card) -> list[str]:
     lines = ["## Reporting rules", ""]
     if not card.manifest.rules:
         return lines + ["No reporting rules are declared.", ""]
-    lines += ["Numbers are **as reported, not recomputed**: they are the values the card declares. "
-              "`rcard validate` replays each rule and checks them.", ""]
+    runs, failure = _recomputed(card)
+    if failure is None:
+        lines += ["Each number is **recomputed** from the tables by the rule engine (`rcard rescore`), "
+                  "next to the value the card reports.", ""]
+    else:
+        lines += ["Numbers are **as reported, not recomputed**: the rule engine could not replay the rules "
+                  f"({_cell(failure[:200])}).", ""]
     texts = card.rule_files()
     for number, ref in enumerate(card.manifest.rules, 1):
         try:
@@ -94,25 +117,32 @@ def _rules_section(card: Card) -> list[str]:
         doc = doc if isinstance(doc, dict) else {}
         agg = doc.get("aggregate") if isinstance(doc.get("aggregate"), dict) else {}
         interval = agg.get("interval") if isinstance(agg.get("interval"), dict) else {}
-        method = interval.get("method", "auto")
-        level = interval.get("level", 0.95)
         unit = agg.get("unit", "episode_id")
         lines += [f"### Rule {number}: `{_cell(ref.id)}` ({_cell(ref.kind or 'unspecified kind')})", ""]
         if doc.get("description"):
             lines += [_text(doc["description"]), ""]
-        rows = []
+        lines += [f"Statistic: {_cell(agg.get('statistic', 'mean'))}; interval: "
+                  f"{_cell(interval.get('method', 'auto'))} at level {_cell(interval.get('level', 0.95))}; "
+                  f"independent unit: `{_cell(unit)}`.", ""]
+        reported = {}
         for rep in doc.get("reported") or []:
-            if not isinstance(rep, dict):
-                continue
-            group = rep.get("group") or {}
-            label = ", ".join(f"{k}={v}" for k, v in group.items()) if isinstance(group, dict) else str(group)
-            ci = (f"[{rep['ci_low']}, {rep['ci_high']}]" if "ci_low" in rep and "ci_high" in rep
-                  else "not reported")
-            rows.append([label or "(all)", rep.get("value"), ci, rep.get("n", "not reported"), unit])
-        lines.append(f"Statistic: {_cell(agg.get('statistic', 'mean'))}; interval: {_cell(method)} at level "
-                     f"{_cell(level)}; independent unit: `{_cell(unit)}`.")
-        lines.append("")
-        if rows:
+            if isinstance(rep, dict) and isinstance(rep.get("group") or {}, dict):
+                reported[tuple(sorted((rep.get("group") or {}).items()))] = rep.get("value")
+        run = runs.get(ref.id)
+        if run is not None:
+            rows = []
+            for g in run.results:
+                label = ", ".join(f"{k}={v}" for k, v in {**g.group, **(g.stratum or {})}.items()) or "(all)"
+                iv = g.interval
+                ci = (f"[{_fmt(iv.low)}, {_fmt(iv.high)}] {iv.method} {iv.level:g}" if iv.defined
+                      else f"undefined ({iv.reason or iv.method})")
+                key = tuple(sorted(g.group.items()))
+                rows.append([label, _fmt(g.value), ci, g.n, f"{g.unit} ({iv.n_units})",
+                             _fmt(reported.get(key)) if g.stratum is None and key in reported else ""])
+            lines += _table(["group", "value", "interval", "n", "unit (units)", "as reported"], rows)
+        elif reported:
+            rows = [[", ".join(f"{k}={v}" for k, v in key) or "(all)", _fmt(value), "not recomputed",
+                     "not recomputed", unit] for key, value in reported.items()]
             lines += _table(["group", "value (as reported, not recomputed)", "interval", "n", "unit"], rows)
         else:
             lines += ["This rule declares no reported numbers.", ""]
