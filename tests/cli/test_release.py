@@ -100,3 +100,26 @@ def test_keygen_sign_verify_and_a_flipped_byte(packed: Path, tmp_path: Path) -> 
     packed.write_bytes(bytes(data))
     result = invoke("verify", packed, "--pubkey", pub)
     assert result.exit_code == 1 and "rcard:" in result.output
+
+
+def _has_command(name: str) -> bool:
+    return any((c.name or c.callback.__name__) == name for c in app.registered_commands)
+
+
+def test_validate_and_rescore_read_the_packed_file(packed: Path) -> None:
+    if not (_has_command("validate") and _has_command("rescore")):
+        pytest.skip("rcard validate / rescore are not registered in this checkout")
+    result = invoke("validate", packed)
+    assert result.exit_code == 0, result.output
+    result = invoke("rescore", packed, "--format", "json")
+    assert result.exit_code == 0, result.output
+    values = {r["group"]["agent"]: r["value"] for r in json.loads(result.output)["results"]}
+    assert round(values["alpha"], 4) == 0.3925 and round(values["beta"], 4) == 0.4393
+
+
+@pytest.mark.parametrize("name", ["symlink.rcard", "tampered-member.rcard", "zstd-frame-64gib.rcard"])
+def test_validate_flags_hostile_archives_with_exit_1(name: str) -> None:
+    if not _has_command("validate"):
+        pytest.skip("rcard validate is not registered in this checkout")
+    result = invoke("validate", CORPUS / name)
+    assert result.exit_code == 1, result.output

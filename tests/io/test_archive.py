@@ -334,3 +334,16 @@ def test_the_validator_flags_hostile_archives(name: str) -> None:
     validate = _validate()
     report = validate(CORPUS / name)
     assert not report.valid
+
+
+def test_unpacked_and_redacted_fixtures_validate(tmp_path: Path) -> None:
+    validate = _validate()
+    from rollout_cards.release.redact import redact_card
+
+    pack_card(CARDS / "synthetic", tmp_path / "s.rcard")
+    unpack_card(tmp_path / "s.rcard", tmp_path / "unpacked")
+    assert validate(tmp_path / "unpacked").valid
+    redact_card(tmp_path / "s.rcard", {"redact": [{"target": "steps.content", "reason": "all text"}]},
+                tmp_path / "redacted")
+    pack_card(tmp_path / "redacted", tmp_path / "r.rcard")
+    assert validate(tmp_path / "redacted").valid and validate(tmp_path / "r.rcard").valid
