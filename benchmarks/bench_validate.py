@@ -6,9 +6,9 @@ columns the validator checks, at two card sizes (to show peak RSS stays flat).
     python benchmarks/bench_validate.py --scale 20            # the same: 20 x the default size
 
 Cards are generated with the bulk writer (seeded; short texts drawn from a pool).
-Every measurement runs in a fresh child process; the figures are medians of
-`--repeats`, MB/s is over the card's bytes, peak RSS is the child's maximum
-resident set. The baseline runs in the same invocation on the same (cached) files:
+Every measurement (and the generation) runs in a fresh child process; the figures
+are medians of `--repeats`, MB/s is over the card's bytes, peak RSS is the child's
+high-water mark (VmHWM). The baseline runs in the same invocation on the same (cached) files:
 `sha256sum` over every file, then a child that reads the checked columns of both
 tables with pyarrow; `ratio*` uses Python's hashlib (OpenSSL, often faster than
 coreutils) instead of `sha256sum`, a stricter comparison. Targets (issue 3): validation within 2x of the baseline, peak
@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _common import peak_rss_mb, row, run_child  # noqa: E402
+from _common import row, run_child  # noqa: E402
 
 DEFAULT_EPISODES = 50_000
 STEPS_PER_EPISODE = 20
@@ -95,9 +95,25 @@ def card_files(card: Path) -> list[Path]:
     return [card / "card.json"] + [card / f["path"] for f in manifest["inventory"]["files"]]
 
 
+def peak_rss_mb() -> float:
+    """Peak RSS of this process image (VmHWM). Unlike ru_maxrss, it does not include the
+    parent's memory that a fork-then-exec child inherits in Linux's accounting."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(args: list[str]) -> None:
-    """`--child validate|scan|hash CARD`: one measurement, printed as JSON."""
+    """`--child validate|scan|hash CARD` (one measurement, printed as JSON) or `--child generate CARD N`."""
     mode, card = args[0], Path(args[1])
+    if mode == "generate":
+        generate(card, int(args[2]))
+        print(json.dumps({"rss_mb": peak_rss_mb()}))
+        return
     import pyarrow.parquet as pq
 
     if mode == "validate":
@@ -174,7 +190,7 @@ def main() -> int:
             card = work / f"card-{n}"
             if not (card / "card.json").exists():
                 t = time.perf_counter()
-                generate(card, n)
+                run_child(Path(__file__), "generate", str(card), str(n))  # keeps this process small
                 print(f"  (generated {n:,} episodes in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
             m = measure(card, args.repeats)
             print(row(f"{n:,} / {n * STEPS_PER_EPISODE:,}", f"{m['mb']:.0f}", f"{m['sha256sum']:.2f}",
