@@ -1,5 +1,5 @@
-"""Packed cards (`.rcard`): reproducible `pack_card`, `ArchiveSource` that reads a packed
-card in place, and safe `unpack_card`.
+"""Packed cards (`.rcard`): `ArchiveSource` that reads a packed card in place, and safe
+`unpack_card` (`pack_card`, re-exported here, is in `packing`).
 
 A packed card is an uncompressed POSIX tar (see `ustar` and docs/format.md):
 `card.json` first, then every inventory file in path order, each stored whole and
@@ -17,7 +17,6 @@ temporary directory that is renamed into place only when all of it checked out.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import io
 import mmap
@@ -27,8 +26,6 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -39,20 +36,12 @@ from ..errors import CardFormatError, RolloutCardError, UnsafeArchiveError
 from ..model.card import CardManifest
 from .hashing import CHUNK, root_digest
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
-from .reader import DirectorySource, Entry, safe_relative
-from .ustar import (
-    ArchiveLimits,
-    Member,
-    end_of_archive,
-    file_header,
-    member_problems,
-    padding,
-    scan_members,
-)
+from .packing import MANIFEST, PackResult, copy_hashed, pack_card
+from .reader import Entry, safe_relative
+from .ustar import ArchiveLimits, Member, member_problems, scan_members
 
 __all__ = ["ArchiveLimits", "ArchiveSource", "PackResult", "pack_card", "unpack_card"]
 
-MANIFEST = "card.json"
 _ENTRY_KIND = {"file": "file", "dir": "dir", "symlink": "symlink", "hardlink": "hardlink",
                "device": "device", "fifo": "other", "other": "other"}
 
@@ -334,167 +323,6 @@ class _MemberFileSystem(pafs.FileSystemHandler):
 
     create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
     delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
-
-
-# -- packing ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PackResult:
-    """What `pack_card` wrote: the file, its size and its member count."""
-
-    path: Path
-    bytes: int
-    members: int
-
-
-def _card_listing(root: Path, manifest: CardManifest) -> None:
-    """Refuse a card directory whose files are not exactly card.json plus the inventory."""
-    listed = {f.path for f in manifest.inventory.files}
-    seen = set()
-    for entry in DirectorySource(root).entries():
-        if entry.kind == "dir":
-            continue
-        if entry.kind != "file":
-            raise CardFormatError(f"{root}/{entry.path} is a {entry.kind}; a card holds only regular files")
-        if entry.path != MANIFEST and entry.path not in listed:
-            raise CardFormatError(
-                f"{root}/{entry.path} is not listed in card.json's inventory; remove it, or add it "
-                "and refresh the manifest, before packing"
-            )
-        seen.add(entry.path)
-    missing = sorted(listed - seen)
-    if missing:
-        raise CardFormatError(f"{root}/{missing[0]} is listed in the inventory but missing")
-    if root_digest(manifest.inventory.files) != manifest.inventory.root_digest:
-        raise CardFormatError(f"{root}/card.json: the inventory's root digest does not match its files")
-
-
-def _output_temp(out: Path, overwrite: bool, suffix: str) -> Path:
-    if out.exists() and not overwrite:
-        raise RolloutCardError(f"{out} exists; choose another name or pass overwrite")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=suffix)
-    os.close(fd)
-    return Path(tmp)
-
-
-def pack_card(card: str | os.PathLike[str], out: str | os.PathLike[str], *, overwrite: bool = False) -> PackResult:
-    """Pack a card directory into one `.rcard` file (uncompressed POSIX tar).
-
-    Reproducible: the bytes depend only on the card's files (names, contents) and
-    its `created` time (every member's mtime), never on file times, owners, modes
-    or directory order. Every file is hashed while it is copied and must match the
-    inventory; the output appears (atomically) only when all of them did.
-    """
-    root = Path(card)
-    out = Path(out)
-    if not root.is_dir():
-        raise CardFormatError(f"{root} is not a card directory")
-    if out.resolve().is_relative_to(root.resolve()):
-        raise RolloutCardError(f"{out} is inside the card; write the packed file outside {root}")
-    source = DirectorySource(root)
-    manifest_bytes = source.read_bytes(MANIFEST, limit=MAX_MANIFEST_BYTES)
-    manifest = parse_manifest(manifest_bytes, f"{root}/{MANIFEST}")
-    _card_listing(root, manifest)
-    mtime = max(0, int(manifest.created.timestamp()))
-    tmp = _output_temp(out, overwrite, ".packing")
-    written = 0
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
-        try:
-            def emit(data: bytes) -> None:
-                nonlocal written
-                _write_all(fd, data)
-                written += len(data)
-
-            emit(file_header(MANIFEST, len(manifest_bytes), mtime) + manifest_bytes
-                 + bytes(padding(len(manifest_bytes))))
-            for entry in manifest.inventory.files:
-                emit(file_header(entry.path, entry.bytes, mtime))
-                what = f"{root}/{entry.path}"
-                with source.open_binary(entry.path) as src:
-                    src_fd = src.fileno()
-                    if os.fstat(src_fd).st_size != entry.bytes:
-                        raise CardFormatError(f"{what} is {os.fstat(src_fd).st_size:,} bytes but the inventory "
-                                              f"lists {entry.bytes:,}; the file changed after the card was written")
-                    sha = copy_hashed(src_fd, 0, entry.bytes, fd, what)
-                written += entry.bytes
-                if sha != entry.sha256:
-                    raise CardFormatError(
-                        f"{what}: sha256 is {sha} but the inventory lists {entry.sha256}; "
-                        "the file changed after the card was written"
-                    )
-                emit(bytes(padding(entry.bytes)))
-            emit(end_of_archive(written))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return PackResult(out, written, 1 + len(manifest.inventory.files))
-
-
-_COPY_CHUNK = 4 * CHUNK
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _hash_range(fd: int, offset: int, size: int, what: str, stop: threading.Event) -> str:
-    digest = hashlib.sha256()
-    end = offset + size
-    while offset < end and not stop.is_set():
-        chunk = os.pread(fd, min(_COPY_CHUNK, end - offset), offset)
-        if not chunk:
-            raise CardFormatError(f"{what} is shorter than the {size:,} bytes listed")
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest.hexdigest()
-
-
-def _copy_range(src_fd: int, offset: int, size: int, dst_fd: int, what: str) -> None:
-    end = offset + size
-    if hasattr(os, "copy_file_range"):
-        try:
-            while offset < end:
-                n = os.copy_file_range(src_fd, dst_fd, min(end - offset, 1 << 30), offset)
-                if n == 0:
-                    raise CardFormatError(f"{what} is shorter than the {size:,} bytes listed")
-                offset += n
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
-                raise
-    while offset < end:  # no (or no more) kernel copy: through user space
-        chunk = os.pread(src_fd, min(_COPY_CHUNK, end - offset), offset)
-        if not chunk:
-            raise CardFormatError(f"{what} is shorter than the {size:,} bytes listed")
-        _write_all(dst_fd, chunk)
-        offset += len(chunk)
-
-
-def copy_hashed(src_fd: int, offset: int, size: int, dst_fd: int, what: str) -> str:
-    """Append bytes [offset, offset+size) of `src_fd` to `dst_fd`; returns their sha256.
-
-    The kernel copies (copy_file_range, no user-space copy) while a second thread hashes
-    the same range (sha256 and pread release the GIL), so the copy costs about the
-    time of the hash alone instead of read + hash + write.
-    """
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        digest = pool.submit(_hash_range, src_fd, offset, size, what, stop)
-        try:
-            _copy_range(src_fd, offset, size, dst_fd, what)
-        except BaseException:
-            stop.set()
-            raise
-        return digest.result()
 
 
 # -- unpacking ---------------------------------------------------------------------------------------
