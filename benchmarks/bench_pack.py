@@ -92,9 +92,10 @@ class Measure:
     wall: float
     op: float
     rss_mb: float
+    cpu: float  # user + system seconds of the child: more than `wall` when it used both cores
 
 
-def _once(cmd: list[str]) -> tuple[float, float, float]:
+def _once(cmd: list[str]) -> tuple[float, float, float, float]:
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read() if proc.stdout else ""
@@ -103,7 +104,7 @@ def _once(cmd: list[str]) -> tuple[float, float, float]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"benchmark step failed: {cmd}")
     ops = [float(line.split()[1]) for line in out.splitlines() if line.startswith("OP ")]
-    return wall, ops[0] if ops else wall, usage.ru_maxrss / 1024
+    return wall, ops[0] if ops else wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def measure(setup, cmd: list[str], repeats: int) -> Measure:
@@ -112,7 +113,7 @@ def measure(setup, cmd: list[str], repeats: int) -> Measure:
         setup()
         runs.append(_once(cmd))
     return Measure(statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
-                   max(r[2] for r in runs))
+                   max(r[2] for r in runs), statistics.median(r[3] for r in runs))
 
 
 def py(imports: str, op: str) -> list[str]:
@@ -216,12 +217,13 @@ def run_benchmark(work: Path, target: int, repeats: int) -> None:
 
     print(f"\nmedian of {repeats} runs; MB/s over the card's {mb:.1f} MB; RSS = peak of the child process;")
     print("'op' = the operation alone, without interpreter start and imports (tar: the whole run)\n")
-    print(f"{'operation':28} {'wall s':>7} {'op s':>7} {'op MB/s':>8} {'peak RSS MB':>11} {'wall vs base':>12} "
-          f"{'op vs base':>10}")
+    print(f"{'operation':28} {'wall s':>7} {'cpu s':>6} {'op s':>7} {'op MB/s':>8} {'peak RSS MB':>11} "
+          f"{'wall vs base':>12} {'op vs base':>10}")
     for name, m, base in rows:
         vs = f"{m.wall / base.wall:11.2f}x" if base else ""
         op_vs = f"{m.op / base.op:9.2f}x" if base else ""
-        print(f"{name:28} {m.wall:7.2f} {m.op:7.2f} {mb / max(m.op, 1e-6):8.0f} {m.rss_mb:11.0f} {vs:>12} {op_vs:>10}")
+        print(f"{name:28} {m.wall:7.2f} {m.cpu:6.2f} {m.op:7.2f} {mb / max(m.op, 1e-6):8.0f} {m.rss_mb:11.0f} "
+              f"{vs:>12} {op_vs:>10}")
     print("\ncontainer     size (MB)  size/files  pack s (wall)")
     for name, path, m in (("rcard (tar)", out, pack), ("tar", tar_out, tar_c), ("tar | zstd -3", zst, zstd_c),
                           ("zip (stored)", zipf, zip_c)):
