@@ -16,10 +16,12 @@ import pyarrow as pa
 from .errors import TableSchemaError
 
 __all__ = [
+    "ARROW_OF_KIND",
     "EPISODE_COLUMNS",
     "EXTRA_PREFIXES",
     "FORMAT",
     "FORMAT_VERSION",
+    "SCALAR_KINDS",
     "STEP_COLUMNS",
     "Column",
     "StepKind",
@@ -27,6 +29,7 @@ __all__ = [
     "conform_table",
     "episodes_schema",
     "extra_column_problem",
+    "merge_kind",
     "parse_format",
     "steps_schema",
 ]
@@ -136,6 +139,29 @@ _STANDARD = {
     "episodes": {c.name: c for c in EPISODE_COLUMNS},
     "steps": {c.name: c for c in STEP_COLUMNS},
 }
+
+
+#: Python scalar type -> kind of an extra column written from Python values, and its Arrow type.
+SCALAR_KINDS: dict[type, str] = {bool: "bool", int: "int", float: "float", str: "str"}
+ARROW_OF_KIND: dict[str, pa.DataType] = {
+    "bool": pa.bool_(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "str": pa.string(),
+}
+
+
+def merge_kind(seen: str | None, kind: str) -> str | None:
+    """The kind of a column that held `seen` values and now gets a `kind` value.
+
+    Integers and floats widen to float; any other mix is a conflict (None), since a
+    column keeps one type across episodes.
+    """
+    if seen is None or seen == kind:
+        return kind
+    if {seen, kind} == {"int", "float"}:
+        return "float"
+    return None
 
 
 def _scalar_extra_type(t: pa.DataType) -> bool:

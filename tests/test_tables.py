@@ -50,3 +50,12 @@ def test_steps_kind_enum_and_extras():
         conform_table(pa.table({"episode_id": ["e"], "seq": [0], "kind": ["thought"]}), "steps")
     assert extra_column_problem("steps", "score.x", pa.float64()) is not None  # scores live on episodes
     assert extra_column_problem("episodes", "score.", pa.float64()) is not None
+
+
+def test_merge_kind_widens_numbers_only():
+    from rollout_cards.tables import merge_kind
+
+    assert merge_kind(None, "str") == "str"
+    assert merge_kind("int", "float") == merge_kind("float", "int") == "float"
+    assert merge_kind("bool", "int") is None
+    assert merge_kind("str", "float") is None

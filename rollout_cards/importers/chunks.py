@@ -18,7 +18,15 @@ import pyarrow as pa
 
 from ..errors import WriterError
 from ..io.writer import CardWriter
-from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, TerminalStatus, steps_schema
+from ..tables import (
+    ARROW_OF_KIND,
+    EPISODE_COLUMNS,
+    SCALAR_KINDS,
+    STEP_COLUMNS,
+    TerminalStatus,
+    merge_kind,
+    steps_schema,
+)
 from .steps import StepBuffer
 
 __all__ = ["ChunkedTables"]
@@ -26,8 +34,6 @@ __all__ = ["ChunkedTables"]
 _STATUSES = frozenset(s.value for s in TerminalStatus)
 _STANDARD = {c.name: c for c in EPISODE_COLUMNS}
 _DERIVED = ("n_steps",)
-_PY_KIND = {bool: "bool", int: "int", float: "float", str: "str"}
-_ARROW = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
 _STEP_SCHEMA = steps_schema()
 _STEP_TYPES = [c.type for c in STEP_COLUMNS]
 
@@ -50,26 +56,24 @@ class ChunkedTables:
 
     def declare(self, column: str, kind: str) -> None:
         """Fix the type of an extra column ('bool', 'int', 'float' or 'str') before any value."""
-        if kind not in _ARROW:
+        if kind not in ARROW_OF_KIND:
             raise ValueError(f"unknown column kind {kind!r}")
-        seen = self._types.get(column)
-        if seen is not None and seen != kind and {seen, kind} != {"int", "float"}:
-            raise ValueError(f"{column} already has kind {seen}")
-        self._types[column] = "float" if {seen, kind} == {"int", "float"} else kind
+        merged = merge_kind(self._types.get(column), kind)
+        if merged is None:
+            raise ValueError(f"{column} already has kind {self._types[column]}")
+        self._types[column] = merged
 
     def _check_extra(self, column: str, value: Any, record: StepBuffer) -> None:
-        kind = _PY_KIND.get(type(value))
+        kind = SCALAR_KINDS.get(type(value))
         if kind is None:
             raise WriterError(f"{column}: importer produced a {type(value).__name__}; columns hold scalars")
         if kind == "float" and not math.isfinite(value):
             raise record.error(f"{column} is {value}, not a finite number")
         seen = self._types.get(column)
-        if seen is None or seen == kind:
-            self._types[column] = kind
-        elif {seen, kind} == {"int", "float"}:
-            self._types[column] = "float"
-        else:
+        merged = merge_kind(seen, kind)
+        if merged is None:
             raise record.error(f"{column} holds {kind} here but {seen} in earlier records; a column keeps one type")
+        self._types[column] = merged
 
     def add(self, row: Mapping[str, Any], steps: StepBuffer) -> None:
         """Buffer one episode row and its steps (the row's episode_id must match the steps')."""
@@ -134,7 +138,7 @@ class ChunkedTables:
                 col = _STANDARD[name]
                 typ = pa.string() if pa.types.is_dictionary(col.type) else col.type
             else:
-                typ = _ARROW[self._types[name]]
+                typ = ARROW_OF_KIND[self._types[name]]
             arrays.append(pa.array(values, typ))
             fields.append(pa.field(name, typ))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -21,7 +21,7 @@ import yaml
 
 from ..errors import CardFormatError
 from ..model.card import CardManifest, Drop, RuleRef, TableRef, Tables
-from ..tables import episodes_schema
+from ..tables import ARROW_OF_KIND, episodes_schema
 from . import staging
 from .hashing import build_inventory
 from .manifest import dump_manifest, write_json_atomic
@@ -33,7 +33,6 @@ __all__ = ["INTERRUPTED_ERROR_TYPE", "card_files", "finalize_card", "recover_car
 INTERRUPTED_ERROR_TYPE = "WriterInterrupted"
 _ROW_GROUP = 64 * 1024
 _EPISODE_CHUNK = 10_000
-_ARROW_OF = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
 
 
 def recover_card(path: str | os.PathLike[str], *, force: bool = False) -> CardManifest:
@@ -220,7 +219,7 @@ def _align(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def _episode_schema(journal: staging.Journal, bulk_parts: list[Path]) -> pa.Schema:
     base = episodes_schema()
-    extras: dict[str, pa.DataType] = {k: _ARROW_OF[v] for k, v in journal.extra_types.items()}
+    extras: dict[str, pa.DataType] = {k: ARROW_OF_KIND[v] for k, v in journal.extra_types.items()}
     for part in bulk_parts:
         for f in staging.read_ipc_file(part).schema:
             if base.get_field_index(f.name) >= 0:

@@ -26,6 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..tables import SCALAR_KINDS, merge_kind
+
 STAGING_DIR = ".rcard-staging"
 HEADER = "header.json"
 JOURNAL = "journal.jsonl"
@@ -44,9 +46,6 @@ class Journal:
     open: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra_types: dict[str, str] = field(default_factory=dict)
     torn_tail: bool = False
-
-
-_PY_KIND = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
 def _records(path: Path, journal: Journal | None = None) -> Iterator[dict[str, Any]]:
@@ -79,21 +78,17 @@ def read_journal(path: Path) -> Journal:
         row = record.get("begin") or record.get("end")
         for key, value in row.items():
             if value is not None and key.startswith(("score.", "cond.", "task.", "meta.")):
-                kind = _PY_KIND[type(value)]
-                seen = journal.extra_types.get(key)
-                journal.extra_types[key] = kind if seen in (None, kind) else _widen(seen, kind, key)
+                kind = SCALAR_KINDS[type(value)]
+                merged = merge_kind(journal.extra_types.get(key), kind)
+                if merged is None:
+                    raise ValueError(f"journal column {key} holds values of more than one type")
+                journal.extra_types[key] = merged
         if "begin" in record:
             journal.open[row["episode_id"]] = row
         else:
             journal.open.pop(row["episode_id"], None)
             journal.ended.add(row["episode_id"])
     return journal
-
-
-def _widen(a: str, b: str, key: str) -> str:
-    if {a, b} == {"int", "float"}:
-        return "float"
-    raise ValueError(f"journal column {key} holds both {a} and {b} values")
 
 
 def iter_ended(path: Path, chunk: int) -> Iterator[list[dict[str, Any]]]:

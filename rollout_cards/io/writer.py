@@ -38,10 +38,12 @@ from ..errors import TableSchemaError, WriterError
 from ..model.card import Drop, Plan, Provenance, Scope, Software
 from ..tables import (
     EXTRA_PREFIXES,
+    SCALAR_KINDS,
     STEP_COLUMNS,
     StepKind,
     TerminalStatus,
     conform_table,
+    merge_kind,
     steps_schema,
 )
 from . import staging
@@ -96,7 +98,6 @@ def _check_extra_value(column: str, value: Any) -> Any:
     )
 
 
-_PY_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
 class EpisodeWriter:
@@ -424,16 +425,14 @@ class CardWriter:
     def _check_extra_type(self, column: str, value: Any) -> Any:
         if value is None:
             return None
-        kind = _PY_TYPES[type(value)]
+        kind = SCALAR_KINDS[type(value)]
         seen = self._extra_types.get(column)
-        if seen is None or seen == kind:
-            self._extra_types[column] = kind
-        elif {seen, kind} == {"int", "float"}:
-            self._extra_types[column] = "float"
-        else:
+        merged = merge_kind(seen, kind)
+        if merged is None:
             raise WriterError(
                 f"{column} was {seen} in earlier episodes and is {kind} now; a column keeps one type"
             )
+        self._extra_types[column] = merged
         return value
 
     # -- episodes ------------------------------------------------------------------------------
