@@ -111,8 +111,9 @@ def pack_card(card: str | os.PathLike[str], out: str | os.PathLike[str], *, over
                         "the file changed after the card was written"
                     )
                 emit(bytes(padding(entry.bytes)))
+            # No fsync: it would double the time of a large pack, and an archive torn by a
+            # crash is refused by every reader (truncated or failing its digests).
             emit(end_of_archive(written))
-            os.fsync(fd)
         finally:
             os.close(fd)
         os.chmod(tmp, 0o644)
