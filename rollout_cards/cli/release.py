@@ -32,9 +32,11 @@ def pack(
     card: Annotated[Path, typer.Argument(help="Card directory to pack.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The .rcard file to write.")],
     overwrite: Annotated[bool, typer.Option(help="Replace an existing output file.")] = False,
+    verify: Annotated[bool, typer.Option(help="Hash every file against the inventory while packing "
+                                               "(--no-verify checks sizes only; readers still check digests).")] = True,
 ) -> None:
     """Pack a card directory into one reproducible .rcard file (uncompressed POSIX tar)."""
-    result = run(_pack, card, output, overwrite=overwrite)
+    result = run(_pack, card, output, overwrite=overwrite, verify=verify)
     typer.echo(f"packed {card} into {result.path}: {result.members} members, {result.bytes} bytes")
 
 

@@ -169,6 +169,16 @@ def test_pack_refuses_a_changed_file_and_leaves_nothing(synthetic_copy: Path, tm
     assert list(out.iterdir()) == []
 
 
+def test_pack_without_verification_gives_the_same_bytes_and_still_checks_sizes(
+        packed: Path, synthetic_copy: Path, tmp_path: Path) -> None:
+    pack_card(synthetic_copy, tmp_path / "fast.rcard", verify=False)
+    assert (tmp_path / "fast.rcard").read_bytes() == packed.read_bytes()
+    with open(synthetic_copy / "steps.parquet", "ab") as fh:
+        fh.write(b"x")
+    with pytest.raises(CardFormatError, match="bytes but the inventory lists"):
+        pack_card(synthetic_copy, tmp_path / "fast2.rcard", verify=False)
+
+
 def test_pack_refuses_output_inside_the_card_and_existing_output(synthetic_copy: Path, tmp_path: Path) -> None:
     with pytest.raises(RolloutCardError, match="inside the card"):
         pack_card(synthetic_copy, synthetic_copy / "x.rcard")
