@@ -57,16 +57,26 @@ def finite_array(values: ArrayLike, name: str = "values", *, ndim: int | None = 
 
 def t_quantile(level: float, df: int) -> float:
     """Two-sided critical value of Student's t with `df` degrees of freedom."""
-    from scipy import stats
+    from scipy.special import stdtrit  # imported on first use: scipy is slow to import
 
-    return float(stats.t.ppf(0.5 + level / 2.0, df))
+    return float(stdtrit(df, 0.5 + level / 2.0))
 
 
 def z_quantile(level: float) -> float:
     """Two-sided critical value of the standard normal."""
-    from scipy import stats
+    from scipy.special import ndtri
 
-    return float(stats.norm.ppf(0.5 + level / 2.0))
+    return float(ndtri(0.5 + level / 2.0))
+
+
+def trim_mean_quarter(x: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    """Mean after cutting floor(0.25 N) values from each end along `axis`
+    (`scipy.stats.trim_mean(x, 0.25)`, rliable's IQM), without importing scipy.stats."""
+    x = np.sort(np.asarray(x, dtype=float), axis=axis)
+    n = x.shape[axis]
+    cut = int(0.25 * n)
+    kept = np.take(x, np.arange(cut, n - cut), axis=axis)
+    return kept.mean(axis=axis)
 
 
 def jsonable(value: Any) -> Any:

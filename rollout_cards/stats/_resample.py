@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as sps
 
 from rollout_cards.errors import StatisticsError
-from rollout_cards.stats._common import finite_array
+from rollout_cards.stats._common import finite_array, trim_mean_quarter
 from rollout_cards.stats.intervals import (
     REASON_NO_DATA,
     REASON_ONE_UNIT,
@@ -77,7 +76,7 @@ def evaluate(statistic: Statistic, units: UnitValues, idx: np.ndarray) -> np.nda
     if statistic == "median":
         return np.median(x, axis=-1)
     if statistic == "iqm":
-        return sps.trim_mean(x, 0.25, axis=-1)
+        return trim_mean_quarter(x, axis=-1)
     out = np.asarray(statistic(x), dtype=np.float64)  # type: ignore[operator]
     if out.shape != (idx.shape[0],):
         raise StatisticsError(

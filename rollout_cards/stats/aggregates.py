@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as sps
 
 from rollout_cards.errors import StatisticsError
-from rollout_cards.stats._common import check_count, finite_array, jsonable
+from rollout_cards.stats._common import check_count, finite_array, jsonable, trim_mean_quarter
 from rollout_cards.stats.units import _as_unit_array, _factorize
 
 __all__ = [
@@ -62,7 +61,7 @@ def iqm(x: ArrayLike) -> float:
     This is rliable's definition: floor(0.25·N) values are cut from each end of the
     N sorted values and the rest averaged.
     """
-    return float(sps.trim_mean(_scores(x).ravel(), 0.25))
+    return float(trim_mean_quarter(_scores(x).ravel()))
 
 
 _AGGREGATES = {"mean": mean, "median": median, "iqm": iqm}

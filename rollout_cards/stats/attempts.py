@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import integrate
-from scipy import stats as sps
 
 from rollout_cards.errors import StatisticsError
 from rollout_cards.stats._common import check_count, finite_array
@@ -96,10 +94,12 @@ def best_of_k_optimism(k: int) -> float:
     k = check_count(k, "k", minimum=1)
     if k == 1:
         return 0.0
+    from scipy.integrate import quad  # imported on first use: scipy is slow to import
+    from scipy.special import ndtr
 
     def integrand(x: float) -> float:
         # Density of the maximum of k standard normals is k·φ(x)·Φ(x)^(k−1).
-        return x * k * sps.norm.pdf(x) * sps.norm.cdf(x) ** (k - 1)
+        return x * k * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * ndtr(x) ** (k - 1)
 
-    value, _ = integrate.quad(integrand, -np.inf, np.inf, epsabs=1e-12, epsrel=1e-12)
+    value, _ = quad(integrand, -np.inf, np.inf, epsabs=1e-12, epsrel=1e-12)
     return float(value)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from rollout_cards.errors import StatisticsError
 from rollout_cards.stats._common import (
@@ -192,12 +191,14 @@ def clopper_pearson_interval(successes: int, n: int, level: float = 0.95) -> Int
     level = check_level(level)
     if n == 0:
         return undefined_interval("clopper_pearson", level, 0, 0, REASON_NO_DATA)
+    from scipy.special import betaincinv  # imported on first use: scipy is slow to import
+
     alpha = 1.0 - level
-    low = 0.0 if successes == 0 else float(stats.beta.ppf(alpha / 2, successes, n - successes + 1))
+    low = 0.0 if successes == 0 else float(betaincinv(successes, n - successes + 1, alpha / 2))
     high = (
         1.0
         if successes == n
-        else float(stats.beta.ppf(1 - alpha / 2, successes + 1, n - successes))
+        else float(betaincinv(successes + 1, n - successes, 1 - alpha / 2))
     )
     return Interval(
         low=low,
