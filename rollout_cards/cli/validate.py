@@ -29,12 +29,19 @@ def validate(
     max_findings: Annotated[
         int | None, typer.Option("--max-findings", min=1, help="List at most N findings per code (the rest are counted).")
     ] = None,
+    pubkey: Annotated[
+        Path | None, typer.Option("--pubkey", help="Also verify the card's detached signature with this public key.")
+    ] = None,
+    signature: Annotated[
+        Path | None, typer.Option("--signature", help="The signature file (default: <card>.sig).")
+    ] = None,
 ) -> None:
     """Check a card: layout, manifest, integrity, tables, plan coverage, drops and rules.
 
     Exit code 0 when valid (warnings allowed unless --strict), 1 when invalid, 2 on a
     usage error or an internal failure of the validator.
     """
-    report = run(validate_card, card, replay=not no_replay, max_findings=max_findings, strict=strict)
+    report = run(validate_card, card, replay=not no_replay, max_findings=max_findings, strict=strict,
+                 public_key=pubkey, signature=signature)
     typer.echo(render_json(report) if format is ReportFormat.json else render_text(report), nl=False)
     raise typer.Exit(_EXIT[report.outcome])

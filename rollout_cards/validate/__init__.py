@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import CardFormatError, UnsafeArchiveError
 from ..io.reader import CardSource, DirectorySource
-from . import coverage, inventory, layout, manifest, parquet, rules, semantics
+from . import coverage, inventory, layout, manifest, parquet, rules, semantics, signature
 from .context import CheckContext, SkipCheck
 from .report import (
     CODES,
@@ -51,6 +51,7 @@ CHECKS: tuple[tuple[str, Check, bool], ...] = (
     ("coverage.drops", coverage.check_drops, False),
     ("rules.files", rules.check_rule_files, False),
     ("rules.replay", rules.check_replay, False),
+    ("signature", signature.check_signature, False),
 )
 
 
@@ -96,12 +97,15 @@ def validate(
     replay: bool = True,
     max_findings: int | None = None,
     strict: bool = False,
+    public_key: str | os.PathLike[str] | None = None,
+    signature: str | os.PathLike[str] | None = None,
 ) -> Report:
     """Validate a card directory, a packed card file, or any `CardSource`; never raises for a bad card.
 
     `replay` recomputes rules' reported numbers (when the rule engine is available);
     `max_findings` lists at most that many findings per code (the rest are counted);
-    `strict` makes warnings invalidate the card. Raises CardFormatError only when
+    `strict` makes warnings invalidate the card; `public_key` also verifies the detached
+    `signature` (default `<card>.sig`). Raises CardFormatError only when
     `card` does not exist or cannot be opened as a card at all.
     """
     if max_findings is not None and max_findings < 1:
@@ -114,7 +118,8 @@ def validate(
         run = CheckRun(name="layout.members", status="failed", note="the archive could not be opened")
         return build_report(str(card), findings, [run], card_id=None, strict=strict, max_findings=max_findings)
     try:
-        return _validate(source, replay=replay, max_findings=max_findings, strict=strict)
+        return _validate(source, replay=replay, max_findings=max_findings, strict=strict,
+                         public_key=public_key, signature=signature)
     finally:
         if opened:
             close = getattr(source, "close", None)
@@ -122,9 +127,22 @@ def validate(
                 close()
 
 
-def _validate(source: CardSource, *, replay: bool, max_findings: int | None, strict: bool) -> Report:
+def _validate(
+    source: CardSource,
+    *,
+    replay: bool,
+    max_findings: int | None,
+    strict: bool,
+    public_key: str | os.PathLike[str] | None = None,
+    signature: str | os.PathLike[str] | None = None,
+) -> Report:
     findings = Findings(max_findings)
-    ctx = CheckContext(source=source, replay=replay)
+    ctx = CheckContext(
+        source=source,
+        replay=replay,
+        public_key=None if public_key is None else str(public_key),
+        signature=None if signature is None else str(signature),
+    )
     _archive_problems(source, findings)
     results: list[tuple[str, Findings, CheckRun | Future[CheckRun]]] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-validate") as background:

@@ -72,6 +72,9 @@ class CheckContext:
 
     source: CardSource
     replay: bool = True
+    #: Public key and detached signature to verify (signature check; None: not asked).
+    public_key: str | None = None
+    signature: str | None = None
     #: Every member of the card as stored, by path (set by the layout check).
     entries: dict[str, Entry] = field(default_factory=dict)
     #: Regular files with safe names that may be hashed.

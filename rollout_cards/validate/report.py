@@ -137,6 +137,7 @@ CODES: dict[str, Code] = {
     "rule-invalid": Code(E, "rules", "a rule does not compile or does not fit the card's columns"),
     "reported-mismatch": Code(E, "rules", "a reported number differs from its replay beyond the tolerance"),
     "replay-unavailable": Code(I, "rules", "reported numbers were not recomputed"),
+    "signature-invalid": Code(E, "signature", "the detached signature does not verify with the given public key"),
     # the validator itself
     "internal-error": Code(E, "internal", "a check failed because of a bug in the validator"),
 }

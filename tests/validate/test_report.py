@@ -31,7 +31,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u206
 def test_codes_are_kebab_case_with_a_group_and_summary():
     for code, entry in CODES.items():
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", code)
-        assert entry.group in {"layout", "manifest", "inventory", "parquet", "semantics", "coverage", "rules",
+        assert entry.group in {"layout", "manifest", "inventory", "parquet", "semantics", "coverage", "rules", "signature",
                                "internal"}
         assert entry.summary and isinstance(entry.severity, Severity)
 
