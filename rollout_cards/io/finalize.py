@@ -25,13 +25,12 @@ from ..tables import ARROW_OF_KIND, episodes_schema
 from . import staging
 from .hashing import build_inventory
 from .manifest import dump_manifest, write_json_atomic
-from .writer import PARQUET_OPTIONS
+from .writer import PARQUET_OPTIONS, ROW_GROUP_ROWS
 
 __all__ = ["INTERRUPTED_ERROR_TYPE", "card_files", "finalize_card", "recover_card", "refresh_manifest"]
 
 #: error_type given to episodes that were open when the writer stopped.
 INTERRUPTED_ERROR_TYPE = "WriterInterrupted"
-_ROW_GROUP = 64 * 1024
 _EPISODE_CHUNK = 10_000
 
 
@@ -172,7 +171,7 @@ def _write_steps(root: Path, stage: Path, open_ids: set[str]) -> tuple[TableRef,
                 counts.update(pc.filter(ids, mask).to_pylist())
             pending.append(batch)
             pending_rows += batch.num_rows
-            if pending_rows >= _ROW_GROUP:
+            if pending_rows >= ROW_GROUP_ROWS:
                 rows += _flush(out, pending, schema)
                 pending, pending_rows = [], 0
         rows += _flush(out, pending, schema)
@@ -204,7 +203,7 @@ def _flush(out: pq.ParquetWriter, batches: list[pa.RecordBatch], schema: pa.Sche
         return 0
     table = pa.Table.from_batches(batches)
     table = _align(table, schema)
-    out.write_table(table, row_group_size=_ROW_GROUP)
+    out.write_table(table, row_group_size=ROW_GROUP_ROWS)
     return table.num_rows
 
 

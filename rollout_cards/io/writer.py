@@ -57,6 +57,9 @@ _KINDS = frozenset(k.value for k in StepKind)
 _STEP_NAMES = tuple(c.name for c in STEP_COLUMNS)
 _STEP_SCHEMA = steps_schema()
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
+#: Rows per Parquet row group: small enough that a streaming reader's batches stay small
+#: (readers buffer whole row groups), large enough for good compression.
+ROW_GROUP_ROWS = 64 * 1024
 
 
 def to_micros(t: datetime | None) -> int | None:
@@ -521,7 +524,7 @@ class CardWriter:
                 self._bulk_steps = pq.ParquetWriter(self._stage / staging.BULK_STEPS, table.schema, **PARQUET_OPTIONS)
             elif table.schema != self._bulk_steps.schema:
                 raise WriterError("write_steps: every bulk steps table must have the same extra columns")
-            self._bulk_steps.write_table(table, row_group_size=1 << 20)
+            self._bulk_steps.write_table(table, row_group_size=ROW_GROUP_ROWS)
             total += table.num_rows
         return total
 
