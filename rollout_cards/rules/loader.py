@@ -21,7 +21,7 @@ from ..errors import ExpressionError, RuleError
 from ..model.rule import Rule
 from .expressions import parse_expression
 
-__all__ = ["MAX_RULE_BYTES", "declared_rules", "load_rule", "parse_rule"]
+__all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "load_rule", "parse_rule"]
 
 #: Rule files larger than this are refused before they are parsed.
 MAX_RULE_BYTES = 1024 * 1024
@@ -311,3 +311,22 @@ def declared_rules(card: Any) -> list[tuple[Rule, str]]:
             )
         out.append((rule, ref.path))
     return out
+
+
+def columns_read(rule: Rule) -> frozenset[str]:
+    """The `<table>.<column>` names a rule reads: its expressions' column names (feature
+    names excluded) and the columns it groups, reduces, stratifies and pairs on."""
+    features = set(rule.features)
+    episodes: set[str] = set()
+    steps: set[str] = set()
+    for key, text in rule.expressions():
+        names = parse_expression(text, key=key).names
+        (steps if key.startswith("features.") else episodes).update(names)
+    agg = rule.aggregate
+    unit = [agg.unit] if isinstance(agg.unit, str) else list(agg.unit or [])
+    episodes.update(agg.group_by, agg.strata, unit)
+    if rule.reduce is not None:
+        episodes.update(rule.reduce.by)
+    if rule.compare is not None:
+        episodes.update(rule.compare.baseline, rule.compare.pair_on or [])
+    return frozenset({f"episodes.{c}" for c in episodes - features} | {f"steps.{c}" for c in steps})

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import yaml
-
-from rollout_cards.release.rule_columns import (
-    ALL_COLUMNS,
-    columns_read_by_rule,
-    columns_read_by_rules,
-)
+from rollout_cards.release.rule_columns import ALL_COLUMNS, columns_read_by_rules
+from rollout_cards.rules.loader import columns_read, parse_rule
 
 RULE = """
 rule: tau.transfer_is_failure
@@ -30,7 +25,8 @@ compare: {baseline: {agent: gpt-4o}, pair_on: [task_id, trial]}
 
 
 def test_columns_of_the_brief_example() -> None:
-    assert columns_read_by_rule(yaml.safe_load(RULE)) == {
+    # Feature names (transferred, writes) are not columns; grouping keys are.
+    assert columns_read(parse_rule(RULE)) == {
         "episodes.agent", "episodes.score.reward", "episodes.task_id", "episodes.cond.wind", "episodes.trial",
         "steps.kind", "steps.name", "steps.args",
     }
@@ -38,6 +34,6 @@ def test_columns_of_the_brief_example() -> None:
 
 def test_unreadable_rules_read_everything() -> None:
     out = columns_read_by_rules({"a": "score: 'content =='", "b": ": : :", "c": "[1, 2]",
-                                 "d": "score: 'score.x'"})
+                                 "d": "rule: d\nscore: 'score.x'"})
     assert out["a"] == out["b"] == out["c"] == ALL_COLUMNS
     assert out["d"] == {"episodes.score.x"}
