@@ -35,6 +35,7 @@ import yaml
 
 from ..errors import ImporterError
 from ..tables import TerminalStatus
+from ..yamldoc import load_strict_yaml
 from .base import ImportRequest
 from .json_stream import iter_records
 from .openai_chat import ChatMapping, add_chat_messages
@@ -89,7 +90,7 @@ def _load_mapping(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ImporterError(f"{path}: cannot read the mapping file: {exc}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_strict_yaml(text)[0]
     except yaml.YAMLError as exc:
         raise ImporterError(f"{path}: the mapping file is not valid YAML or JSON: {exc}") from None
     if not isinstance(doc, dict):

@@ -22,6 +22,7 @@ import yaml
 from ..errors import CardFormatError
 from ..model.card import CardManifest, Drop, RuleRef, TableRef, Tables
 from ..tables import ARROW_OF_KIND, episodes_schema
+from ..yamldoc import load_strict_yaml
 from . import staging
 from .hashing import build_inventory
 from .manifest import dump_manifest, write_json_atomic
@@ -276,7 +277,7 @@ def _rule_refs(root: Path) -> list[RuleRef]:
     refs = []
     for path in sorted((root / "rules").glob("*.yaml")) if (root / "rules").is_dir() else []:
         try:
-            doc: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc: Any = load_strict_yaml(path.read_text(encoding="utf-8"))[0]
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise CardFormatError(f"{path}: rule file is not valid YAML: {exc}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("rule"), str):

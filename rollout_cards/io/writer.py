@@ -46,6 +46,7 @@ from ..tables import (
     merge_kind,
     steps_schema,
 )
+from ..yamldoc import load_strict_yaml
 from . import staging
 from .manifest import write_json_atomic
 
@@ -534,7 +535,7 @@ class CardWriter:
         if text is None:
             text = Path(source).read_text(encoding="utf-8")
         try:
-            doc = yaml.safe_load(text)
+            doc = load_strict_yaml(text)[0]
         except yaml.YAMLError as exc:
             raise WriterError(f"{source}: not valid YAML: {exc}") from None
         rule_id = doc.get("rule") if isinstance(doc, dict) else None

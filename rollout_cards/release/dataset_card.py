@@ -25,6 +25,7 @@ from ..errors import CardFormatError, Problem, RolloutCardError
 from ..io.reader import Card, open_card
 from ..summary import summarize
 from ..tables import TerminalStatus
+from ..yamldoc import load_strict_yaml
 from ._files import read_small_file
 
 __all__ = ["DatasetCard", "check_dataset_card", "front_matter", "hf_license", "render_dataset_card",
@@ -111,7 +112,7 @@ def _rules_section(card: Card) -> list[str]:
     texts = card.rule_files()
     for number, ref in enumerate(card.manifest.rules, 1):
         try:
-            doc = yaml.safe_load(texts[ref.id])
+            doc = load_strict_yaml(texts[ref.id])[0]
         except yaml.YAMLError:
             doc = None
         doc = doc if isinstance(doc, dict) else {}
@@ -232,7 +233,7 @@ def _parse_front(text: str) -> tuple[dict[str, Any] | None, list[Problem]]:
     if end < 0:
         return None, [Problem("front matter", "no closing '---' line")]
     try:
-        data = yaml.safe_load(text[4:end])
+        data = load_strict_yaml(text[4:end])[0]
     except yaml.YAMLError as exc:
         return None, [Problem("front matter", f"invalid YAML: {exc}")]
     if not isinstance(data, dict):

@@ -54,6 +54,7 @@ from ..io.writer import PARQUET_OPTIONS
 from ..model.card import CardManifest, Drop
 from ..rules.expressions import Expression, parse_expression
 from ..tables import STEP_COLUMNS
+from ..yamldoc import load_strict_yaml
 from ._files import read_small_file
 from .rule_columns import columns_read_by_rules
 
@@ -129,7 +130,7 @@ def load_redaction_spec(source: str | os.PathLike[str] | Mapping[str, Any]) -> R
         name = str(path)
         data = read_small_file(path, MAX_SPEC_BYTES, "redaction spec", RedactionSpecError)
         try:
-            document = yaml.safe_load(data.decode("utf-8"))
+            document = load_strict_yaml(data.decode("utf-8"))[0]
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise RedactionSpecError(f"{path}: not valid UTF-8 YAML: {exc}") from None
     try:

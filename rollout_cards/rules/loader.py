@@ -14,11 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ExpressionError, RuleError
 from ..model.rule import Rule
+from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
+from ..yamldoc import dotted as _dotted
 from .expressions import parse_expression
 
 __all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "load_rule", "parse_rule"]
@@ -26,100 +27,18 @@ __all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "load_rule", "par
 #: Rule files larger than this are refused before they are parsed.
 MAX_RULE_BYTES = 1024 * 1024
 
-_Path = tuple[str | int, ...]
-
-
-class _Refused(Exception):
-    """A construct the rule loader refuses, with its line (and key, when known)."""
-
-    def __init__(self, message: str, line: int, key: str | None = None):
-        super().__init__(message)
-        self.message, self.line, self.key = message, line, key
-
-
-class _RuleYamlLoader(yaml.SafeLoader):
-    """SafeLoader that refuses what a rule file never needs and could hide mistakes."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise _Refused(
-                "YAML aliases (*name) are not allowed in rule files; write the value out",
-                event.start_mark.line + 1,
-            )
-        event = self.peek_event()
-        anchor = getattr(event, "anchor", None)
-        if anchor is not None:
-            raise _Refused(
-                f"YAML anchors (&{anchor}) are not allowed in rule files; write the value out",
-                event.start_mark.line + 1,
-            )
-        return super().compose_node(parent, index)
-
-
-def _walk(node: yaml.Node, path: _Path, lines: dict[_Path, int]) -> None:
-    """Record the line of every key and item; refuse duplicate and non-string keys."""
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            line = key_node.start_mark.line + 1
-            dotted = _dotted(path)
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
-                raise _Refused(
-                    f"keys must be plain strings, found {key_node.tag.rsplit(':', 1)[-1]} "
-                    f"{str(getattr(key_node, 'value', ''))[:40]!r}; quote the key",
-                    line,
-                    dotted or None,
-                )
-            key = key_node.value
-            if key in seen:
-                raise _Refused(
-                    f"duplicate key {key[:60]!r} (first on line {seen[key]}); each key may appear once",
-                    line,
-                    _dotted((*path, key)),
-                )
-            seen[key] = line
-            lines[(*path, key)] = line
-            _walk(value_node, (*path, key), lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _walk(item, (*path, i), lines)
-
-
-def _dotted(path: _Path) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+_Path = YamlPath
 
 
 def _read_yaml(text: str, file: str | None) -> tuple[Any, dict[_Path, int]]:
-    loader = _RuleYamlLoader(text)
-    lines: dict[_Path, int] = {}
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, lines
-        _walk(node, (), lines)
-        return loader.construct_document(node), lines
-    except _Refused as exc:
-        raise RuleError(exc.message, file=file, key=exc.key, line=exc.line) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise RuleError(
-            f"not valid YAML: {problem}; check indentation and quote expressions "
-            '(e.g. score: "score.reward == 1")',
-            file=file,
-            line=mark.line + 1 if mark else None,
-        ) from None
-    except yaml.YAMLError as exc:
-        raise RuleError(f"not valid YAML: {str(exc)[:200]}", file=file) from None
-    except RecursionError:
-        raise RuleError("YAML nested too deeply", file=file) from None
-    finally:
-        loader.dispose()
+        return load_strict_yaml(text)
+    except StrictYamlError as exc:
+        hint = ""
+        if exc.message.startswith("not valid YAML"):
+            hint = '; check indentation and quote expressions (e.g. score: "score.reward == 1")'
+        message = exc.message.replace("are not allowed;", "are not allowed in rule files;")
+        raise RuleError(message + hint, file=file, key=exc.key, line=exc.line) from None
 
 
 def _known_keys(model: type[BaseModel]) -> list[str]:

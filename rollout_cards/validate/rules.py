@@ -19,6 +19,7 @@ from ..errors import CardFormatError, ExpressionError, RuleError
 from ..io.reader import Card
 from ..rules.loader import parse_rule
 from ..rules.replay import replay_rule
+from ..yamldoc import StrictYamlError, load_strict_yaml
 from .context import CheckContext
 from .layout import MANIFEST
 from .report import excerpt
@@ -29,35 +30,15 @@ __all__ = ["MAX_RULE_BYTES", "check_replay", "check_rule_files", "load_rule_yaml
 MAX_RULE_BYTES = 1024 * 1024
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key repeated in one mapping (PyYAML keeps the last silently)."""
-
-
-def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {excerpt(key)}",
-                                                        key_node.start_mark)
-            seen.add(key)
-        except TypeError:
-            raise yaml.constructor.ConstructorError(None, None, "a mapping key is not a scalar",
-                                                    key_node.start_mark) from None
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 def load_rule_yaml(text: str) -> Any:
-    """Parse rule-file text with the safe loader, refusing duplicate keys; raises yaml.YAMLError."""
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    """Parse rule-file text with the strict loader (no aliases, no duplicate keys); raises yaml.YAMLError."""
+    return load_strict_yaml(text)[0]
 
 
 def _yaml_problem(exc: Exception) -> str:
     # Only the problem and its position: PyYAML's full message quotes lines of the file.
+    if isinstance(exc, StrictYamlError):
+        return f"{exc.message.removeprefix('not valid YAML: ')}" + (f" at line {exc.line}" if exc.line else "")
     problem = getattr(exc, "problem", None) or type(exc).__name__
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""

@@ -58,6 +58,15 @@ class EpisodeFacts:
         return self.index.name_of(code)
 
 
+def _next_checked(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
+    """The next batch, fully validated: a flipped bit can decode into out-of-range
+    dictionary indices or offsets that pyarrow does not check on its own."""
+    batch = next(batches, None)
+    if batch is not None:
+        batch.validate(full=True)
+    return batch
+
+
 def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_rows: int | None = None,
                 dictionary: tuple[str, ...] = ()) -> Iterator[tuple[int, pa.Table]]:
     """(first row index, table of `columns`) over every part, in chunks of at most `chunk_rows`
@@ -79,7 +88,7 @@ def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_
                    for batch in pf.iter_batches(batch_size=chunk_rows, columns=columns, row_groups=[group]))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-read") as reader:
             # The next batch is decoded (pyarrow releases the GIL) while this one is checked.
-            ahead = reader.submit(next, batches, None)
+            ahead = reader.submit(_next_checked, batches)
             while True:
                 try:
                     batch = ahead.result()
@@ -90,7 +99,7 @@ def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_
                     ctx.skip(f"the {state.name} table has data that cannot be decoded")
                 if batch is None:
                     break
-                ahead = reader.submit(next, batches, None)
+                ahead = reader.submit(_next_checked, batches)
                 pending.append(batch.replace_schema_metadata(None))
                 n += batch.num_rows
                 if n >= chunk_rows // 2:  # a batch of a large row group goes as it is, uncopied

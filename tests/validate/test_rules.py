@@ -20,8 +20,16 @@ def test_unsafe_or_ambiguous_yaml_is_refused(text):
 
 
 def test_plain_yaml_loads_as_with_the_safe_loader():
-    text = "rule: x.y\nversion: 1\nbase: &b {a: 1}\nother: *b\nlist: [1, 2]\n"
+    text = "rule: x.y\nversion: 1\nbase: {a: 1}\nlist: [1, 2]\n"
     assert load_rule_yaml(text) == yaml.safe_load(text)
+
+
+def test_alias_bomb_is_refused_before_expansion():
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("bcdefgh", "cdefghi", strict=True)
+    )
+    with pytest.raises(yaml.YAMLError, match="anchors"):
+        load_rule_yaml(bomb)
 
 
 def test_yaml_errors_name_the_line_without_quoting_the_text(synthetic_copy):
