@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -26,7 +27,7 @@ from ..errors import (
     WriterError,
 )
 
-__all__ = ["EXIT_INTERNAL", "EXIT_INVALID", "EXIT_OK", "app", "fail", "main", "run"]
+__all__ = ["EXIT_INTERNAL", "EXIT_INVALID", "EXIT_OK", "app", "fail", "main", "printable", "run"]
 
 EXIT_OK, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2
 
@@ -44,9 +45,18 @@ _INVALID = (CardFormatError, SourceFormatError, UnsafeArchiveError)
 _USAGE = (RuleError, StatisticsError, WriterError)
 
 
+# C0/C1 controls and bidi overrides: a package's names must not drive the terminal.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters escaped (\\x1b, \\u202e, ...); newlines kept."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def fail(message: str, code: int = EXIT_INVALID) -> NoReturn:
-    """Print `message` to stderr and exit with `code`."""
-    typer.echo(f"rcard: {message}", err=True)
+    """Print `message` (control characters escaped) to stderr and exit with `code`."""
+    typer.echo(f"rcard: {printable(message)}", err=True)
     raise typer.Exit(code)
 
 

@@ -194,10 +194,34 @@ class Card:
                 if check is not None:
                     check(rel)
             fs, base = self.source.filesystem()
-            self._datasets[table] = ds.dataset(
-                [f"{base}/{rel}" for rel in ref.paths], format="parquet", filesystem=fs
-            )
+            try:
+                self._datasets[table] = ds.dataset(
+                    [f"{base}/{rel}" for rel in ref.paths], format="parquet", filesystem=fs
+                )
+            except (pa.ArrowException, OSError) as exc:
+                raise self._unreadable(table, exc) from None
         return self._datasets[table]
+
+    def _unreadable(self, table: str, exc: BaseException) -> CardFormatError:
+        detail = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        for base in (getattr(self.source, "name", ""), str(getattr(self.source, "root", ""))):
+            detail = detail.replace(base + "/", "") if base else detail
+        return CardFormatError(
+            f"{self.source.name}: the {table} table cannot be read ({detail}); "
+            f"run `rcard validate {self.source.name}` to see what is wrong"
+        )
+
+    def _columns(self, table: str, columns: Sequence[str] | None) -> list[str] | None:
+        if columns is None:
+            return None
+        columns = [columns] if isinstance(columns, str) else list(columns)
+        names = self.schema(table).names
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise ValueError(
+                f"{table} has no column {unknown[0]!r}; its columns are: {', '.join(names)}"
+            )
+        return columns
 
     def schema(self, table: str) -> pa.Schema:
         """Arrow schema of a table, read from its Parquet footer."""
@@ -221,9 +245,11 @@ class Card:
 
     def _table(self, table: str, columns: Sequence[str] | None, where: Filter) -> pa.Table:
         dataset = self.dataset(table)
-        return dataset.to_table(
-            columns=list(columns) if columns is not None else None, filter=self._filter(table, where)
-        )
+        selected = self._columns(table, columns)
+        try:
+            return dataset.to_table(columns=selected, filter=self._filter(table, where))
+        except (pa.ArrowException, OSError) as exc:
+            raise self._unreadable(table, exc) from None
 
     def iter_episodes(
         self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536
@@ -241,13 +267,17 @@ class Card:
         self, table: str, columns: Sequence[str] | None, where: Filter, batch_size: int
     ) -> Iterator[pa.RecordBatch]:
         dataset = self.dataset(table)
-        yield from dataset.to_batches(
-            columns=list(columns) if columns is not None else None,
-            filter=self._filter(table, where),
-            batch_size=batch_size,
-            batch_readahead=2,
-            fragment_readahead=1,
-        )
+        selected = self._columns(table, columns)
+        try:
+            yield from dataset.to_batches(
+                columns=selected,
+                filter=self._filter(table, where),
+                batch_size=batch_size,
+                batch_readahead=2,
+                fragment_readahead=1,
+            )
+        except (pa.ArrowException, OSError) as exc:
+            raise self._unreadable(table, exc) from None
 
     def episode_steps(self, episode_id: str, columns: Sequence[str] | None = None) -> pa.Table:
         """The steps of one episode, in `seq` order."""

@@ -146,8 +146,10 @@ class EpisodeWriter:
             raise WriterError(f"episode {self.episode_id!r} has ended; no step may follow its end")
         if kind not in _KINDS:
             raise WriterError(f"unknown step kind {kind!r}; use one of {', '.join(sorted(_KINDS))}")
-        if content is not None and type(content) is not str and not isinstance(content, str):
-            raise WriterError(f"content must be text, got {type(content).__name__}")
+        for label, value in (("content", content), ("role", role), ("name", name), ("call_id", call_id),
+                             ("agent", agent)):
+            if value is not None and not isinstance(value, str):
+                raise WriterError(f"{label} must be text, got {type(value).__name__}")
         card = self._card
         micros = card._clock() if t is None else to_micros(t)
         if input_tokens is not None or output_tokens is not None or cost_usd is not None:
@@ -385,7 +387,10 @@ class CardWriter:
         except Exception as exc:
             raise WriterError(f"invalid card metadata: {exc}") from None
         self._stage = self.path / staging.STAGING_DIR
-        self._stage.mkdir(parents=True)
+        try:
+            self._stage.mkdir(parents=True)
+        except OSError as exc:
+            raise WriterError(f"cannot create the card directory {self.path}: {exc.strerror}") from None
         write_json_atomic(self._stage / staging.HEADER, json.dumps(header, sort_keys=True).encode())
         (self._stage / staging.PID).write_text(str(os.getpid()))
         self._journal = open(self._stage / staging.JOURNAL, "a", encoding="utf-8")  # noqa: SIM115

@@ -431,6 +431,14 @@ def redact_card(
         )
         os.chmod(tmp, 0o755)  # noqa: S103 - a card directory is world-readable like its source
         os.rename(tmp, out)
+    except (pa.ArrowException, OSError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.filename is None:
+            raise
+        raise CardFormatError(
+            f"{src}: a table of the card cannot be read ({str(exc).splitlines()[0][:120]}); "
+            f"run `rcard validate {src}` to see what is wrong"
+        ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

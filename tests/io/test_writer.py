@@ -223,3 +223,21 @@ def test_round_trip(tmp_path_factory, plans, flush_rows):
     assert len(steps) == len(expected_steps)
     for g, e in zip(steps, expected_steps, strict=True):
         assert {k: g[k] for k in e} == e
+
+
+def test_non_text_fields_fail_at_the_call(tmp_path):
+    card = _writer(tmp_path / "c")
+    ep = card.episode(task_id="t", agent="a")
+    with pytest.raises(WriterError, match="role must be text"):
+        ep.message(5, "hi")
+    with pytest.raises(WriterError, match="name must be text"):
+        ep.tool_call(3, {})
+    ep.end("completed")
+    card.close()
+    assert rc.open(tmp_path / "c").episodes(columns=["status"]).column(0).to_pylist() == ["completed"]
+
+
+def test_unwritable_target_is_a_writer_error(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(WriterError, match="cannot create the card directory"):
+        _writer(tmp_path / "afile" / "sub")

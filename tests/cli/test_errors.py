@@ -1,0 +1,30 @@
+"""The CLI turns bad input into one escaped line and the right exit code, never a traceback."""
+
+from __future__ import annotations
+
+import shutil
+
+from typer.testing import CliRunner
+
+from rollout_cards.cli import app, printable
+from tests.conftest import FIXTURE_CARDS
+
+
+def test_control_characters_are_escaped():
+    assert printable("rules/\x1b]0;pwned\x07.yaml \u202e") == "rules/\\x1b]0;pwned\\x07.yaml \\u202e"
+    assert printable("two\nlines") == "two\nlines"
+
+
+def test_corrupt_table_is_invalid_input_not_an_internal_error(tmp_path):
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    (card / "episodes.parquet").write_bytes(b"not parquet at all" * 100)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("redact:\n  - target: steps.content\n    action: replace\n    reason: privacy\n")
+    for args in (["info", str(card)], ["rescore", str(card)],
+                 ["redact", str(card), "--spec", str(spec), "-o", str(tmp_path / "out")]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "cannot be read" in result.output and "rcard validate" in result.output
+        assert "internal error" not in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
