@@ -53,9 +53,9 @@ def _result_rows(report: RescoreReport) -> list[list[str]]:
                 _pairs(r.group) or "(all)",
                 r.rule,
                 stratum,
-                r.statistic,
+                _statistic(r),
                 r.display,
-                f"{r.interval.method} {r.interval.level:.0%}",
+                r.method_label,
                 str(r.n),
                 _excluded(r),
                 str(r.n_selected_out),
@@ -80,14 +80,30 @@ _RESULT_HEADER = [
 _DIFF_HEADER = [
     "group",
     "rule",
-    "against",
+    "against rule",
     "value",
-    "against",
+    "value there",
     "difference",
-    "paired interval",
+    "paired t interval",
     "unit (n)",
 ]
 _RANK_HEADER = ["group", "rule", "rank", "against", "rank there", "value", "value there"]
+
+
+def _statistic(r: Any) -> str:
+    """The statistic, with the reduction that fed it (a best-of-k shows its k)."""
+    reduce = r.reduce or {}
+    if r.pooled and r.statistic != "mean":
+        return f"{r.pooled['weights']}-weight mean of stratum {r.statistic}s"
+    if not reduce:
+        return r.statistic
+    with_ = reduce.get("with", "")
+    lo, hi = reduce.get("attempts_min"), reduce.get("attempts_max")
+    if with_ == "max":
+        attempts = f"{lo}..{hi}" if lo != hi else f"{hi}"
+        return f"{r.statistic} of best-of-{attempts}"
+    k = reduce.get("k")
+    return f"{r.statistic} of {with_}" + (f" (k={k})" if k and with_.startswith("pass") else "")
 
 
 def _difference_rows(report: RescoreReport) -> list[list[str]]:
@@ -98,7 +114,7 @@ def _difference_rows(report: RescoreReport) -> list[list[str]]:
             d.against,
             format_value(d.value),
             format_value(d.against_value),
-            format_value(d.difference),
+            format_value(d.difference) if d.interval.defined else "-",
             _interval_text(d.interval.low, d.interval.high, d.interval.reason),
             f"{d.unit or '-'} ({d.n_units})",
         ]
@@ -139,9 +155,15 @@ def _rank_rows(report: RescoreReport) -> list[list[str]]:
 def _warnings(report: RescoreReport) -> list[str]:
     out: list[str] = []
     for run in report.runs:
-        seen = dict.fromkeys(w for r in run.results for w in r.warnings)
-        for text in seen:
-            out.append(f"{run.rule}: {text}")
+        # A warning every result of the rule shares is the rule's; others name their groups.
+        groups: dict[str, list[str]] = {}
+        for r in run.results:
+            for w in r.warnings:
+                groups.setdefault(w, []).append(r.label)
+        for text, labels in groups.items():
+            labels = list(dict.fromkeys(labels))
+            where = "" if len(labels) == len({r.label for r in run.results}) else f" ({'; '.join(labels)})"
+            out.append(f"{run.rule}{where}: {text}")
     for d in report.differences:
         out += [f"{d.rule} vs {d.against} ({_pairs(d.group)}): {w}" for w in d.warnings]
     return list(dict.fromkeys(out))

@@ -117,11 +117,7 @@ class GroupResult:
         level = f"{self.interval.level:.0%}"
         if self.value is None or self.n == 0:
             return "undefined (n = 0)"
-        if (
-            self.successes is not None
-            and self.statistic == "mean"
-            and self.successes in (0, self.n)
-        ):
+        if self.zero_events:
             # Exact one-sided bound over the independent units (episodes for Wilson).
             units = self.interval.n_units or self.n
             bound = zero_event_upper_bound(units, self.interval.level)
@@ -130,8 +126,32 @@ class GroupResult:
                 return f"0/{self.n} ({level} upper bound {bound:.4f}{over})"
             return f"{self.n}/{self.n} ({level} lower bound {1 - bound:.4f}{over})"
         if not self.interval.defined:
-            return f"{format_value(self.value)} ({self.interval.reason})"
+            return f"{format_value(self.value)}, interval {self.interval.reason}"
         return f"{format_value(self.value)} [{format_value(self.ci_low)}, {format_value(self.ci_high)}]"
+
+    @property
+    def zero_events(self) -> bool:
+        """A 0/1 mean with no successes (or no failures): reported as an exact one-sided bound."""
+        return (
+            self.value is not None
+            and self.n > 0
+            and self.successes is not None
+            and self.statistic == "mean"
+            and self.successes in (0, self.n)
+        )
+
+    @property
+    def method_label(self) -> str:
+        """The interval method as printed: with its resample count, or the exact one-sided
+        bound that replaces it for zero events."""
+        level = f"{self.interval.level:.0%}"
+        if self.zero_events:
+            return f"exact one-sided {level}"
+        if not self.interval.defined:
+            return "none (undefined)"
+        resamples = self.interval.details.get("resamples") if self.interval.details else None
+        extra = f" ({resamples} resamples)" if resamples else ""
+        return f"{self.interval.method} {level}{extra}"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (design brief, section 5)."""
