@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         app(args=argv, prog_name="rcard", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - rendering or argument handling outside run()
+        if os.environ.get("RCARD_DEBUG"):
+            raise
+        typer.echo(f"rcard: internal error: {type(exc).__name__}: {printable(str(exc))[:300]} (a bug in "
+                   "rollout-cards; rerun with RCARD_DEBUG=1 for a traceback and report it)", err=True)
+        return EXIT_INTERNAL
     return EXIT_OK
 
 

@@ -219,6 +219,12 @@ def _document(
         parts += [heading("rank changes"), table(_RANK_HEADER, ranks), ""]
     elif diffs:
         parts += ["no rank changes", ""]
+    mismatched = [c for c in report.reported if not c.ok]
+    if report.reported:
+        verdict = (f"{len(mismatched)} of {len(report.reported)} published numbers do NOT match their "
+                   "recomputation (rcard validate reports reported-mismatch)" if mismatched
+                   else f"all {len(report.reported)} published numbers match their recomputation")
+        parts += [heading("reported numbers"), verdict, *(f"- {c.message}" for c in mismatched), ""]
     warnings = _warnings(report)
     if warnings:
         parts += [heading("warnings"), *(f"- {w}" for w in warnings), ""]

@@ -17,7 +17,7 @@ from .engine import apply_rule
 from .loader import declared_rules
 from .results import GroupResult, RuleRun
 
-__all__ = ["ReplayCheck", "replay_card", "replay_rule"]
+__all__ = ["ReplayCheck", "check_reported", "replay_card", "replay_rule"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,14 @@ class ReplayCheck:
     reported: float | int
     computed: float | int | None
     tolerance: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: the published number, its recomputation and the verdict."""
+        return {
+            "rule": self.rule, "file": self.file, "pointer": self.pointer, "group": self.group,
+            "stratum": self.stratum, "field": self.field, "reported": self.reported,
+            "computed": self.computed, "tolerance": self.tolerance, "ok": self.ok,
+        }
 
     @property
     def ok(self) -> bool:
@@ -80,7 +88,11 @@ def replay_rule(card: Any, rule: Rule, *, file: str | None = None) -> list[Repla
     """Recompute the `reported` numbers of one rule (RuleError if it cannot be applied)."""
     if not rule.reported:
         return []
-    run = apply_rule(card, rule, file=file)
+    return check_reported(rule, apply_rule(card, rule, file=file), file=file)
+
+
+def check_reported(rule: Rule, run: RuleRun, *, file: str | None = None) -> list[ReplayCheck]:
+    """Compare the `reported` numbers of `rule` with an already computed run of it."""
     checks = []
     for i, entry in enumerate(rule.reported):
         result = _find(run, entry)

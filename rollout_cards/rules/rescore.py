@@ -19,6 +19,7 @@ from ..stats import undefined_interval
 from .aggregation import paired
 from .engine import Observations, apply_rule, unit_stats_on
 from .loader import declared_rules, load_rule
+from .replay import check_reported
 from .results import RankChange, RescoreReport, RuleDifference, RuleRun
 
 __all__ = ["rescore"]
@@ -97,6 +98,11 @@ def rescore(
     sources = {r.rule: "card" for r, _ in declared} | {
         r.rule: "alternative" for r, _ in alternatives
     }
+    reported = [
+        check
+        for (rule, file), run in zip(declared, declared_runs, strict=True)
+        for check in check_reported(rule, run, file=file)
+    ]
     return RescoreReport(
         card=card.id,
         card_path=card.path,
@@ -105,6 +111,7 @@ def rescore(
         sources=sources,
         differences=tuple(differences),
         rank_changes=tuple(changes),
+        reported=tuple(reported),
     )
 
 

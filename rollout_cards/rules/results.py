@@ -356,6 +356,8 @@ class RescoreReport:
     sources: dict[str, str]
     differences: tuple[RuleDifference, ...]
     rank_changes: tuple[RankChange, ...]
+    #: The card's published numbers against their recomputation (ReplayCheck objects).
+    reported: tuple[Any, ...] = ()
 
     @property
     def results(self) -> list[GroupResult]:
@@ -391,4 +393,5 @@ class RescoreReport:
             "results": [r.to_dict() for r in self.results],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "rank_changes": [c.to_dict() for c in self.rank_changes],
+            "reported": [c.to_dict() for c in self.reported],
         }

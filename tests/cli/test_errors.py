@@ -28,3 +28,30 @@ def test_corrupt_table_is_invalid_input_not_an_internal_error(tmp_path):
         assert "cannot be read" in result.output and "rcard validate" in result.output
         assert "internal error" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_rescore_flags_published_numbers_that_do_not_replay(tmp_path):
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    rule = card / "rules" / "synthetic.success_rate.yaml"
+    rule.write_text(rule.read_text().replace("value: 0.3925", "value: 0.4925"))
+    result = CliRunner().invoke(app, ["rescore", str(card)])
+    assert result.exit_code == 0
+    assert "1 of 2 published numbers do NOT match" in result.output
+    assert "reported value 0.4925 for agent=alpha does not match the recomputed 0.39252" in result.output
+    clean = CliRunner().invoke(app, ["rescore", str(FIXTURE_CARDS / "synthetic")])
+    assert "all 2 published numbers match their recomputation" in clean.output
+
+
+def test_unexpected_exception_outside_the_library_is_an_internal_error(monkeypatch, capsys):
+    import rollout_cards.cli.rescore as command
+    from rollout_cards.cli import main
+
+    def broken(*args, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(command, "render", broken)
+    monkeypatch.delenv("RCARD_DEBUG", raising=False)
+    assert main(["rescore", str(FIXTURE_CARDS / "synthetic")]) == 2
+    err = capsys.readouterr().err
+    assert "internal error: KeyError" in err and "Traceback" not in err
