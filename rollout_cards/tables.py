@@ -21,6 +21,7 @@ __all__ = [
     "EXTRA_PREFIXES",
     "FORMAT",
     "FORMAT_VERSION",
+    "MAX_COLUMNS",
     "SCALAR_KINDS",
     "STEP_COLUMNS",
     "Column",
@@ -129,6 +130,10 @@ STEP_COLUMNS: tuple[Column, ...] = (
     Column("payload", pa.string(), False, "Everything else about the step, as JSON text."),
 )
 
+#: Most columns a table may have: readers and validators refuse wider tables (each column
+#: costs footer metadata and memory before a single row is read).
+MAX_COLUMNS = 10_000
+
 #: Extra columns are allowed under these prefixes; `score.` columns hold grader outputs.
 EXTRA_PREFIXES: dict[str, tuple[str, ...]] = {
     "episodes": ("score.", "cond.", "task.", "meta."),
@@ -234,6 +239,8 @@ def conform_table(table: pa.Table, which: str) -> pa.Table:
     standard = _STANDARD[which]
     problems: list[str] = []
     names = table.column_names
+    if len(names) > MAX_COLUMNS:
+        raise TableSchemaError(f"{which} table has {len(names)} columns, more than the limit of {MAX_COLUMNS}")
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         problems.append(f"duplicate column names: {', '.join(dup)}")

@@ -37,7 +37,9 @@ import yaml
 from ..errors import TableSchemaError, WriterError
 from ..model.card import Drop, Plan, Provenance, Scope, Software
 from ..tables import (
+    EPISODE_COLUMNS,
     EXTRA_PREFIXES,
+    MAX_COLUMNS,
     SCALAR_KINDS,
     STEP_COLUMNS,
     StepKind,
@@ -436,6 +438,8 @@ class CardWriter:
             return None
         kind = SCALAR_KINDS[type(value)]
         seen = self._extra_types.get(column)
+        if seen is None and len(self._extra_types) + len(EPISODE_COLUMNS) >= MAX_COLUMNS:
+            raise WriterError(f"{column} would make more than {MAX_COLUMNS} episode columns, the format's limit")
         merged = merge_kind(seen, kind)
         if merged is None:
             raise WriterError(
@@ -484,6 +488,8 @@ class CardWriter:
         }
         for prefix, values in (("cond", cond), ("task", task), ("meta", meta)):
             for key, value in (values or {}).items():
+                if not isinstance(key, str) or not key:
+                    raise WriterError(f"{prefix} keys must be non-empty strings, got {key!r}")
                 column = f"{prefix}.{key}"
                 row[column] = self._check_extra_type(column, _check_extra_value(column, value))
         self._ids.add(episode_id)

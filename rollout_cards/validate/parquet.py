@@ -13,7 +13,7 @@ import struct
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..tables import ENUM, EPISODE_COLUMNS, STEP_COLUMNS, Column, extra_column_problem
+from ..tables import ENUM, EPISODE_COLUMNS, MAX_COLUMNS, STEP_COLUMNS, Column, extra_column_problem
 from .context import CheckContext, TableState
 from .layout import MANIFEST
 from .report import excerpt
@@ -29,8 +29,7 @@ __all__ = [
 
 #: A footer (file metadata) longer than this is refused before it is parsed.
 MAX_FOOTER_BYTES = 64 * 1024 * 1024
-#: More columns than this in one file is refused.
-MAX_COLUMNS = 10_000
+
 #: A column chunk whose declared uncompressed size exceeds this is refused before it is read.
 MAX_COLUMN_CHUNK_BYTES = 2 * 1024**3
 

@@ -241,3 +241,12 @@ def test_unwritable_target_is_a_writer_error(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(WriterError, match="cannot create the card directory"):
         _writer(tmp_path / "afile" / "sub")
+
+
+def test_column_limit_is_the_validators(tmp_path):
+    from rollout_cards.tables import MAX_COLUMNS
+
+    card = _writer(tmp_path / "c")
+    with pytest.raises(WriterError, match=f"more than {MAX_COLUMNS} episode columns"):
+        card.episode(task_id="t", agent="a", cond={f"k{i}": i for i in range(MAX_COLUMNS)})
+    card.close()
