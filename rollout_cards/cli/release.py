@@ -72,9 +72,10 @@ def card_command(
     card: Annotated[Path, typer.Argument(help="Card directory or .rcard file.")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the README here (default: stdout).")] = None,
     check: Annotated[Path | None, typer.Option("--check", help="Check this existing README instead.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")] = False,
 ) -> None:
     """Generate a dataset card (README.md with Hugging Face front matter) and check its front matter."""
-    result = run(dataset_card.write_dataset_card, card, output, check=check)
+    result = run(dataset_card.write_dataset_card, card, output, check=check, overwrite=overwrite)
     if output is None and check is None:
         typer.echo(result.text, nl=False)
     for problem in result.problems:

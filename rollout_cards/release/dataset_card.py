@@ -293,11 +293,13 @@ class DatasetCard:
 
 
 def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
-                       check: str | os.PathLike[str] | None = None) -> DatasetCard:
+                       check: str | os.PathLike[str] | None = None, overwrite: bool = False) -> DatasetCard:
     """Render (and check) the dataset card of the card at `src`; write it to `out` when given.
 
     With `check`, the existing README at that path is checked instead of a new one rendered.
     """
+    if out is not None and os.path.lexists(out) and not overwrite:
+        raise RolloutCardError(f"{out} exists; pass --overwrite to replace it")
     card = open_card(src)
     if check is not None:
         text = read_small_file(check, MAX_README_BYTES, "README", CardFormatError).decode("utf-8", "replace")
