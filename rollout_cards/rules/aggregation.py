@@ -130,6 +130,13 @@ def headline(
             )
         interval = cluster_t_interval(units, level)
         warnings += _wider_note(interval, units, is01, unit)
+        if is01 and interval.defined and (interval.low < 0.0 or interval.high > 1.0):
+            # Not clipped: the published bounds stay the method's, and the overshoot is the news.
+            warnings.append(
+                f"the cluster_t interval [{interval.low:.4f}, {interval.high:.4f}] reaches outside [0, 1]: "
+                f"with {units.n_units} units of {unit} the t approximation is poor for a proportion; "
+                "consider exact_bootstrap over the units, or more units"
+            )
     else:
         name = "ratio" if statistic == "mean" else statistic
         try:

@@ -115,3 +115,12 @@ def test_seed_makes_bootstraps_reproducible():
     a = rescore(CARD, [RULES / "profit_median.yaml"], seed=3).to_dict()
     b = rescore(CARD, [RULES / "profit_median.yaml"], seed=3).to_dict()
     assert a == b and a["seed"] == 3
+
+
+def test_cluster_t_beyond_the_unit_interval_is_flagged_not_clipped():
+    import rollout_cards as rc
+
+    report = rc.rescore(FIXTURE_CARDS / "synthetic", REPO / "fixtures" / "rules" / "success_by_run.yaml")
+    alpha = [r for r in report.results if r.rule == "synthetic.success_by_run" and r.group == {"agent": "alpha"}][0]
+    assert alpha.ci_low < 0 < 1 < alpha.ci_high  # the method's bounds are reported as they are
+    assert any("reaches outside [0, 1]" in w for w in alpha.warnings)
