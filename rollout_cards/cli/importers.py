@@ -92,9 +92,12 @@ def _render(result: ImportResult) -> str:
         reported = "; ".join(
             f"{', '.join(f'{k}={v}' for k, v in r['group'].items())}: {r['value']:.6g}" for r in rule["reported"]
         )
-        lines.append(f"  rule {rule['rule']} ({rule['kind']})" + (f": {reported}" if reported else ""))
+        lines.append(f"  rule {rule['rule']} ({rule['kind']})"
+                     + (f": as the source reported it, {reported}" if reported else ""))
     if result.malformed:
         lines.append(f"  {len(result.malformed)} malformed record(s) left out (declared as a source_malformed drop)")
     lines.append(f"  {len(result.drops)} drops declared")
     lines.extend(f"  note: {note}" for note in result.notes)
+    if result.rules:
+        lines.append(f"  recompute them with n, unit and interval: rcard rescore {result.path}")
     return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ def test_import_prints_a_summary_and_writes_the_card(tmp_path):
     result = _run("tau-bench", str(SOURCES / "tau-bench" / "synthetic-agent.json"), "-o", str(out), "--license", "MIT")
     assert result.exit_code == 0, result.output
     assert "imported 8 episodes (5 completed, 1 error, 2 limit)" in result.output
-    assert "rule tau_bench.original (original): agent=synthetic-agent: 0.5" in result.output
+    assert "rule tau_bench.original (original): as the source reported it, agent=synthetic-agent: 0.5" in result.output
     card = rc.open(out)
     assert card.id == "tau" and card.manifest.scope.license == "MIT"
 
