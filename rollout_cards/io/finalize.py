@@ -42,6 +42,8 @@ def recover_card(path: str | os.PathLike[str], *, force: bool = False) -> CardMa
     """
     root = Path(path)
     stage = root / staging.STAGING_DIR
+    if not root.exists():
+        raise CardFormatError(f"{root} does not exist")
     if not stage.is_dir():
         if (root / "card.json").is_file():
             raise CardFormatError(f"{root} is already a finished card; there is nothing to recover")

@@ -316,5 +316,9 @@ def open_card(path: str | os.PathLike[str]) -> Card:
         source = archive_source(root)
     else:
         raise CardFormatError(f"{root} does not exist")
+    if root.is_dir() and not (root / "card.json").exists() and (root / ".rcard-staging").is_dir():
+        raise CardFormatError(
+            f"{root} is an unfinished card (its writer did not close it); finish it with `rcard recover {root}`"
+        )
     data = source.read_bytes("card.json", limit=MAX_MANIFEST_BYTES)
     return Card(source, parse_manifest(data, f"{source.name}/card.json"))

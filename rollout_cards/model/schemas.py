@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from ..errors import Problem
+from ..errors import Problem, RolloutCardError
 from ..tables import FORMAT_VERSION
 from .card import CardManifest
 
@@ -73,12 +73,15 @@ def render(schema: dict[str, Any]) -> str:
 
 def write_schemas(directory: Path) -> list[Path]:
     """Write every schema into `directory`; returns the paths written."""
-    directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for filename, schema in document_schemas().items():
-        path = directory / filename
-        path.write_text(render(schema), encoding="utf-8")
-        written.append(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for filename, schema in document_schemas().items():
+            path = directory / filename
+            path.write_text(render(schema), encoding="utf-8")
+            written.append(path)
+    except OSError as exc:
+        raise RolloutCardError(f"cannot write schemas into {directory}: {exc.strerror or exc}") from None
     return written
 
 

@@ -100,3 +100,12 @@ def test_close_with_open_episode_records_it_cancelled(tmp_path):
     assert row["status"] == "cancelled" and row["n_steps"] == 1
     assert manifest.drops[0].count == 1 and manifest.drops[0].target == "episodes"
     assert not any(d.target == "steps" for d in manifest.drops)  # close flushed every step
+
+
+def test_opening_an_unfinished_card_points_to_recover(tmp_path):
+    card = rc.CardWriter(tmp_path / "c", id="u", title="U")
+    card.abort()
+    with pytest.raises(CardFormatError, match="rcard recover"):
+        rc.open(tmp_path / "c")
+    with pytest.raises(CardFormatError, match="does not exist"):
+        rc.recover_card(tmp_path / "nowhere")
