@@ -109,28 +109,28 @@ def _rules_section(card: Card) -> list[str]:
     else:
         lines += ["Numbers are **as reported, not recomputed**: the rule engine could not replay the rules "
                   f"({_cell(failure[:200])}).", ""]
+    from ..rules.loader import parse_rule
+    from ..rules.replay import check_reported
+
     texts = card.rule_files()
     for number, ref in enumerate(card.manifest.rules, 1):
-        try:
-            doc = load_strict_yaml(texts[ref.id])[0]
-        except yaml.YAMLError:
-            doc = None
-        doc = doc if isinstance(doc, dict) else {}
-        agg = doc.get("aggregate") if isinstance(doc.get("aggregate"), dict) else {}
-        interval = agg.get("interval") if isinstance(agg.get("interval"), dict) else {}
-        unit = agg.get("unit", "episode_id")
         lines += [f"### Rule {number}: `{_cell(ref.id)}` ({_cell(ref.kind or 'unspecified kind')})", ""]
-        if doc.get("description"):
-            lines += [_text(doc["description"]), ""]
-        lines += [f"Statistic: {_cell(agg.get('statistic', 'mean'))}; interval: "
-                  f"{_cell(interval.get('method', 'auto'))} at level {_cell(interval.get('level', 0.95))}; "
-                  f"independent unit: `{_cell(unit)}`.", ""]
-        reported = {}
-        for rep in doc.get("reported") or []:
-            if isinstance(rep, dict) and isinstance(rep.get("group") or {}, dict):
-                reported[tuple(sorted((rep.get("group") or {}).items()))] = rep.get("value")
+        try:
+            rule = parse_rule(texts[ref.id], file=ref.path)
+        except RolloutCardError as exc:
+            # Never show defaults for a rule we could not read: say it cannot be described.
+            lines += [f"The rule file cannot be read ({_cell(str(exc)[:200])}); its numbers are not shown.", ""]
+            continue
+        agg = rule.aggregate
+        unit = agg.unit if isinstance(agg.unit, str) else ", ".join(agg.unit or []) or "episode_id"
+        if rule.description:
+            lines += [_text(rule.description), ""]
+        lines += [f"Statistic: {_cell(agg.statistic.value)}; interval: {_cell(agg.interval.method.value)} at level "
+                  f"{_cell(agg.interval.level)}; independent unit: `{_cell(unit)}`.", ""]
+        reported = {tuple(sorted(rep.group.items())): rep.value for rep in rule.reported if rep.stratum is None}
         run = runs.get(ref.id)
         if run is not None:
+            failed = {tuple(sorted(c.group.items())) for c in check_reported(rule, run) if not c.ok}
             rows = []
             for g in run.results:
                 label = ", ".join(f"{k}={v}" for k, v in {**g.group, **(g.stratum or {})}.items()) or "(all)"
@@ -138,9 +138,12 @@ def _rules_section(card: Card) -> list[str]:
                 ci = (f"[{_fmt(iv.low)}, {_fmt(iv.high)}] {iv.method} {iv.level:g}" if iv.defined
                       else f"undefined ({iv.reason or iv.method})")
                 key = tuple(sorted(g.group.items()))
-                rows.append([label, _fmt(g.value), ci, g.n, f"{g.unit} ({iv.n_units})",
-                             _fmt(reported.get(key)) if g.stratum is None and key in reported else ""])
-            lines += _table(["group", "value", "interval", "n", "unit (units)", "as reported"], rows)
+                as_reported = _fmt(reported[key]) if g.stratum is None and key in reported else ""
+                if as_reported and key in failed:
+                    as_reported += " (does NOT match the recomputation)"
+                excluded = ", ".join(f"{k} {v}" for k, v in sorted(g.excluded_by_status.items())) or "0"
+                rows.append([label, _fmt(g.value), ci, g.n, excluded, f"{g.unit} ({iv.n_units})", as_reported])
+            lines += _table(["group", "value", "interval", "n", "excluded", "unit (units)", "as reported"], rows)
         elif reported:
             rows = [[", ".join(f"{k}={v}" for k, v in key) or "(all)", _fmt(value), "not recomputed",
                      "not recomputed", unit] for key, value in reported.items()]

@@ -47,9 +47,9 @@ def test_sections_carry_the_fixture_numbers() -> None:
         # engine's value, its interval, n and unit, and the reported value at the end of the row.
         row = next(line for line in text.splitlines() if line.startswith(f"| agent={reported['group']['agent']} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[1] == f"{reported['value']}" and cells[5] == f"{reported['value']}"
+        assert cells[1] == f"{reported['value']}" and cells[6] == f"{reported['value']}"
         assert cells[2].startswith("[") and "cluster_t 0.95" in cells[2]
-        assert cells[3] == "107" and cells[4] == "task_id (36)"
+        assert cells[3] == "107" and cells[5] == "task_id (36)" and cells[4] in ("cancelled 1", "skipped 1")
     assert "recomputed" in text
     # Terminal states per agent: the counts of the summary.
     from rollout_cards.summary import summarize
@@ -117,3 +117,22 @@ def test_rules_the_engine_cannot_replay_are_shown_as_reported(synthetic_copy: Pa
     refresh_manifest(synthetic_copy)
     text = render_dataset_card(rc.open(synthetic_copy))
     assert "as reported, not recomputed" in text and "| agent=alpha | 0.3925 | not recomputed |" in text
+
+
+def test_unreadable_rule_is_not_described_with_defaults(synthetic_copy):
+    from rollout_cards.release.dataset_card import render_dataset_card
+
+    rule = synthetic_copy / "rules" / "synthetic.success_rate.yaml"
+    rule.write_text(rule.read_text().replace("aggregate:", "agregate:"))
+    text = render_dataset_card(rc.open(synthetic_copy))
+    assert "The rule file cannot be read" in text
+    assert "independent unit: `episode_id`" not in text
+
+
+def test_mismatched_reported_value_is_flagged(synthetic_copy):
+    from rollout_cards.release.dataset_card import render_dataset_card
+
+    rule = synthetic_copy / "rules" / "synthetic.success_rate.yaml"
+    rule.write_text(rule.read_text().replace("value: 0.3925", "value: 0.4925"))
+    text = render_dataset_card(rc.open(synthetic_copy))
+    assert "0.4925 (does NOT match the recomputation)" in text
