@@ -40,6 +40,22 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+        from ..tables import FORMAT
+
+        typer.echo(f"rcard (rollout-cards) {__version__}, format {FORMAT}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Write, validate, rescore and publish rollout cards: reproducible agent and eval results."""
+
+
 # Invalid input (exit 1) versus a broken request (exit 2).
 _INVALID = (CardFormatError, SourceFormatError, UnsafeArchiveError)
 _USAGE = (RuleError, StatisticsError, WriterError)

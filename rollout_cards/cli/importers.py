@@ -45,7 +45,7 @@ def _options(predictions: Path | None, mapping: Path | None, fields: list[str], 
 def import_command(
     format: Annotated[str, typer.Argument(help="Source format: tau-bench, inspect, swe-bench, chat-jsonl, atif, or one added by a plug-in.")],
     sources: Annotated[list[Path], typer.Argument(help="Source files.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory of the new card (must not exist or be empty).")],
+    out: Annotated[Path, typer.Option("--output", "--out", "-o", help="Directory of the new card (must not exist or be empty).")],
     card_id: Annotated[str | None, typer.Option("--id", help="Card id (default: the output directory's name).")] = None,
     title: Annotated[str | None, typer.Option(help="Card title.")] = None,
     license: Annotated[str | None, typer.Option(help="SPDX license of the card (yours to choose; check the sources' terms).")] = None,

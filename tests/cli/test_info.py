@@ -40,3 +40,10 @@ def test_info_on_missing_path_exits_1_with_a_message():
     assert result.exit_code == 1
     assert "does not exist" in result.output
     assert "Traceback" not in result.output
+
+
+def test_version():
+    from rollout_cards import __version__
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.output and "rollout-card/0.1" in result.output
