@@ -81,6 +81,16 @@ def open_parquet(ctx: CheckContext, rel: str, read_dictionary: list[str] | None 
                        f"{MAX_COLUMNS:,}")
     for g in range(md.num_row_groups):
         group = md.row_group(g)
+        if group.total_byte_size > MAX_COLUMN_CHUNK_BYTES * max(1, group.num_columns):
+            raise _Refused("parquet-limit-exceeded", f"row group {g} declares {group.total_byte_size:,} bytes, more "
+                           f"than {MAX_COLUMN_CHUNK_BYTES:,} per column; write smaller row groups")
+        # pyarrow aborts the whole process (C++ terminate) when Python code reads a column
+        # chunk's metadata whose size statistics are corrupt, but raises a normal error when
+        # a reader opens the same chunk; so open a reader over the group (one row) first.
+        try:
+            next(pf.iter_batches(batch_size=1, row_groups=[g]), None)
+        except read_errors as exc:
+            raise _Refused("parquet-unreadable", f"row group {g} cannot be read: {str(exc)[:120]}") from None
         for c in range(group.num_columns):
             chunk = group.column(c)
             if chunk.total_uncompressed_size > MAX_COLUMN_CHUNK_BYTES or chunk.total_compressed_size > size:
