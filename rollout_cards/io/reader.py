@@ -195,10 +195,10 @@ class Card:
                     check(rel)
             fs, base = self.source.filesystem()
             try:
-                self._datasets[table] = ds.dataset(
-                    [f"{base}/{rel}" for rel in ref.paths], format="parquet", filesystem=fs
-                )
-            except (pa.ArrowException, OSError) as exc:
+                dataset = ds.dataset([f"{base}/{rel}" for rel in ref.paths], format="parquet", filesystem=fs)
+                dataset.schema.names  # noqa: B018 - decode the column names now (corrupt ones are not UTF-8)
+                self._datasets[table] = dataset
+            except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
                 raise self._unreadable(table, exc) from None
         return self._datasets[table]
 
@@ -247,7 +247,11 @@ class Card:
         dataset = self.dataset(table)
         selected = self._columns(table, columns)
         try:
-            return dataset.to_table(columns=selected, filter=self._filter(table, where))
+            result = dataset.to_table(columns=selected, filter=self._filter(table, where))
+            # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
+            # check on read; catch them here rather than deep inside whoever uses the values.
+            result.validate(full=True)
+            return result
         except (pa.ArrowException, OSError) as exc:
             raise self._unreadable(table, exc) from None
 
@@ -269,13 +273,15 @@ class Card:
         dataset = self.dataset(table)
         selected = self._columns(table, columns)
         try:
-            yield from dataset.to_batches(
+            for batch in dataset.to_batches(
                 columns=selected,
                 filter=self._filter(table, where),
                 batch_size=batch_size,
                 batch_readahead=2,
                 fragment_readahead=1,
-            )
+            ):
+                batch.validate(full=True)
+                yield batch
         except (pa.ArrowException, OSError) as exc:
             raise self._unreadable(table, exc) from None
 
