@@ -1,18 +1,41 @@
 """Strict, safe YAML: the one loader for every YAML file a card or a user hands us.
 
 PyYAML's SafeLoader never builds Python objects, but it still expands aliases (a
-few hundred bytes can become gigabytes: the "billion laughs") and silently keeps
-the last of two equal keys. This loader refuses anchors and aliases, duplicate
-keys and non-string keys, and records the line of every key for error messages.
+few hundred bytes can become gigabytes: the "billion laughs"), silently keeps
+the last of two equal keys, and resolves YAML 1.1 base-60 integers (`1:1:1:...`),
+whose conversion is quadratic (a 1 MiB scalar took 201 s). This loader refuses
+anchors and aliases, duplicate keys and non-string keys; resolves numbers
+without base 60; refuses scalars longer than `MAX_SCALAR_CHARS`, integers outside
+int64, non-finite floats and lone surrogates (`"\ud800"`), so nothing a document
+says can cost more than linear time or reach a model as a value it cannot hold;
+and records the line of every key for error messages.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import yaml
 
-__all__ = ["StrictYamlError", "YamlPath", "load_strict_yaml"]
+__all__ = ["MAX_SCALAR_CHARS", "StrictYamlError", "YamlPath", "load_strict_yaml"]
+
+#: A scalar (key or value) longer than this is refused: rule files, specs and mappings hold
+#: short values, and the cap bounds what any one value can cost to resolve and construct.
+MAX_SCALAR_CHARS = 64 * 1024
+_INT64 = 2**63 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+# YAML 1.1 numbers as SafeLoader resolves them, minus the base-60 forms (`1:30`, `1:30.5`).
+_INT = re.compile(r"""^(?:[-+]?0b[0-1_]+
+    |[-+]?0[0-7_]+
+    |[-+]?(?:0|[1-9][0-9_]*)
+    |[-+]?0x[0-9a-fA-F_]+)$""", re.X)
+_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X)
 
 YamlPath = tuple[str | int, ...]
 
@@ -28,7 +51,53 @@ class StrictYamlError(yaml.YAMLError):
         return f"line {self.line}: {self.message}" if self.line else self.message
 
 
+def _without_base60(resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]]) -> dict[Any, list[Any]]:
+    swap = {_INT_TAG: _INT, _FLOAT_TAG: _FLOAT}
+    return {first: [(tag, swap.get(tag, regexp)) for tag, regexp in entries] for first, entries in resolvers.items()}
+
+
 class _Loader(yaml.SafeLoader):
+    yaml_implicit_resolvers = _without_base60(yaml.SafeLoader.yaml_implicit_resolvers)
+
+    def compose_scalar_node(self, anchor: Any) -> yaml.ScalarNode:
+        # Every scalar, key or value, passes here before it is resolved or constructed.
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if len(event.value) > MAX_SCALAR_CHARS:
+            raise StrictYamlError(
+                f"a scalar of {len(event.value):,} characters is longer than the limit of {MAX_SCALAR_CHARS:,}", line
+            )
+        if _SURROGATE.search(event.value):
+            raise StrictYamlError(
+                "a lone surrogate (an escape such as \\ud800 that is not a character) is not allowed; "
+                "write the character itself", line,
+            )
+        return super().compose_scalar_node(anchor)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        text = str(node.value)
+        if ":" in text:
+            raise StrictYamlError(f"base-60 integers ({text[:20]!r}) are not supported; quote the value",
+                                  node.start_mark.line + 1)
+        if len(text.replace("_", "")) > 70:  # 0b + 64 binary digits is the longest int64
+            raise StrictYamlError(f"integer {text[:20]!r}... is outside the 64-bit range", node.start_mark.line + 1)
+        value = super().construct_yaml_int(node)
+        if not -_INT64 - 1 <= value <= _INT64:
+            raise StrictYamlError(f"integer {text[:30]!r} is outside the 64-bit range", node.start_mark.line + 1)
+        return value
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        text = str(node.value)
+        if ":" in text:
+            raise StrictYamlError(f"base-60 numbers ({text[:20]!r}) are not supported; quote the value",
+                                  node.start_mark.line + 1)
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            what = "is outside the range of a 64-bit float" if text.lower().lstrip("+-") not in (".inf", ".nan") \
+                else "is not a finite number"
+            raise StrictYamlError(f"{text[:30]!r} {what}; write a finite number", node.start_mark.line + 1)
+        return value
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
@@ -39,6 +108,10 @@ class _Loader(yaml.SafeLoader):
                 f"YAML anchors (&{str(anchor)[:40]}) are not allowed; write the value out", event.start_mark.line + 1
             )
         return super().compose_node(parent, index)
+
+
+_Loader.add_constructor(_INT_TAG, _Loader.construct_yaml_int)
+_Loader.add_constructor(_FLOAT_TAG, _Loader.construct_yaml_float)
 
 
 def dotted(path: YamlPath) -> str:
@@ -79,9 +152,11 @@ def _walk(node: yaml.Node, path: YamlPath, lines: dict[YamlPath, int]) -> None:
 
 def load_strict_yaml(text: str) -> tuple[Any, dict[YamlPath, int]]:
     """The document in `text` and the line of each key path; raises StrictYamlError."""
-    loader = _Loader(text)
     lines: dict[YamlPath, int] = {}
+    loader = None
     try:
+        # Inside the try: the reader refuses control characters (ESC, NUL) as it is built.
+        loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
             return None, lines
@@ -89,6 +164,13 @@ def load_strict_yaml(text: str) -> tuple[Any, dict[YamlPath, int]]:
         return loader.construct_document(node), lines
     except StrictYamlError:
         raise
+    except yaml.reader.ReaderError as exc:
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        raise StrictYamlError(
+            f"not valid YAML: the control character {char} is not allowed (at character {exc.position}); "
+            "remove it or write it as an escape in a double-quoted string",
+            text.count("\n", 0, exc.position) + 1,
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise StrictYamlError(
@@ -99,4 +181,5 @@ def load_strict_yaml(text: str) -> tuple[Any, dict[YamlPath, int]]:
     except RecursionError:
         raise StrictYamlError("YAML nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

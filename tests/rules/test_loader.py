@@ -117,3 +117,14 @@ def test_dumping_and_loading_a_rule_round_trips(rule_id, group_by, level, k):
         }
     )
     assert parse_rule(yaml.safe_dump(rule.to_json_dict())) == rule
+
+
+@pytest.mark.parametrize("char", ["\x1b", "\x00"])
+def test_raw_control_character_in_rule_file_is_a_rule_error(tmp_path, char):
+    # The YAML reader refuses control characters as it is built; that used to happen outside
+    # the loader's try and surfaced as an internal error.
+    path = tmp_path / "r.yaml"
+    path.write_bytes(f"rule: r\nscore: score.x{char} == 1\n".encode())
+    with pytest.raises(RuleError, match="control character") as info:
+        load_rule(path)
+    assert info.value.file == str(path) and info.value.line == 2
