@@ -61,7 +61,10 @@ def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> Chec
         with ctx.collecting(findings):
             check(ctx)
     except SkipCheck as skip:
-        return CheckRun(name=name, status="skipped", note=str(skip))
+        # A check that found problems before it had to stop failed (or warned); only a
+        # check that stopped with nothing found is "skipped". The note says what was not checked.
+        status = findings.status()
+        return CheckRun(name=name, status="skipped" if status == "passed" else status, note=str(skip))
     except UnsafeArchiveError as exc:
         _archive_unsafe(findings, exc)
     except Exception as exc:  # noqa: BLE001 - a bug in a check must not pass for a verdict
@@ -112,11 +115,17 @@ def validate(
         raise ValueError("max_findings must be at least 1")
     try:
         source, opened = _source(card)
-    except UnsafeArchiveError as exc:
+    except (UnsafeArchiveError, CardFormatError) as exc:
+        if isinstance(card, (str, os.PathLike)) and not Path(card).exists():
+            raise
+        # Even a package that cannot be opened at all gets a report (JSON consumers rely on one).
         findings = Findings(max_findings)
         _archive_unsafe(findings, exc)
-        run = CheckRun(name="layout.members", status="failed", note="the archive could not be opened")
-        return build_report(str(card), findings, [run], card_id=None, strict=strict, max_findings=max_findings)
+        run = CheckRun(name="layout.members", status="failed", note="the package could not be opened")
+        skipped = [CheckRun(name=n, status="skipped", note="the package could not be opened")
+                   for n, _, _ in CHECKS[1:]]
+        return build_report(str(card), findings, [run, *skipped], card_id=None, strict=strict,
+                            max_findings=max_findings)
     try:
         return _validate(source, replay=replay, max_findings=max_findings, strict=strict,
                          public_key=public_key, signature=signature)
@@ -173,6 +182,11 @@ def _archive_unsafe(findings: Findings, exc: UnsafeArchiveError) -> None:
 
 
 def _archive_problems(source: CardSource, findings: Findings) -> None:
-    for problem in getattr(source, "problems", ()):
-        if getattr(problem, "rule", None) not in _ARCHIVE_RULES_COVERED:
+    problems = getattr(source, "problems", ())
+    # The inventory checks see regular files only: a directory member that holds no file of
+    # the inventory (which every reader refuses as extra-member) is reported here.
+    dirs = {e.path for e in source.entries() if e.kind == "dir"} if problems else set()
+    for problem in problems:
+        rule, member = getattr(problem, "rule", None), getattr(problem, "member", None)
+        if rule not in _ARCHIVE_RULES_COVERED or member in dirs:
             _archive_unsafe(findings, problem)

@@ -191,8 +191,9 @@ class CheckRun(BaseModel):
     name: str
     """Check name, e.g. inventory.digests."""
     status: Literal["passed", "warned", "failed", "skipped", "crashed"]
-    """passed (nothing found), warned (warnings only), failed (errors), skipped (the reason is in
-    `note`; findings made before the skip are kept) or crashed (see the internal-error finding)."""
+    """passed (ran to the end, nothing found), warned (warnings only), failed (errors; a `note` says
+    what was not checked when the errors stopped the check), skipped (nothing found and the check
+    could not run to the end: the reason is in `note`) or crashed (see the internal-error finding)."""
     note: str | None = None
     """Why the check was skipped, or what it did not do."""
 
@@ -394,7 +395,7 @@ def render_text(report: Report) -> str:
     for code, n in report.omitted.items():
         lines.append(f"  ... {n} more {code} finding(s) not listed (cap {report.max_findings or HARD_CAP} per code)")
     for check in report.checks:
-        if check.status in ("skipped", "crashed"):
+        if check.status in ("skipped", "crashed") or check.note:
             lines.append(f"  [{check.status}] {check.name}" + (f": {check.note}" if check.note else ""))
     if report.outcome == "internal-error":
         lines.append(

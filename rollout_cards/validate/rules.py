@@ -109,7 +109,9 @@ def check_replay(ctx: CheckContext) -> None:
     """Recompute every `reported` number of every compiled rule and compare within its tolerance."""
     if not ctx.replay:
         ctx.skip("replay was turned off (--no-replay)")
-    compiled: dict[str, Any] = ctx.facts.get("compiled_rules") or {}
+    if "compiled_rules" not in ctx.facts:
+        ctx.skip("the rule files were not read (see rules.files), so nothing was replayed")
+    compiled: dict[str, Any] = ctx.facts["compiled_rules"]
     pending = {rule_id: entry for rule_id, entry in compiled.items() if entry[0].reported}
     if not pending:
         return
