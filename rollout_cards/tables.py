@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 FORMAT_NAME = "rollout-card"
-FORMAT_VERSION = (0, 1)
+#: 0.2 added the optional steps columns `parent_seq` and `depth` (nested agents); a 0.1 card
+#: has neither, and readers treat them as null.
+FORMAT_VERSION = (0, 2)
 FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
 _FORMAT_RE = re.compile(r"^rollout-card/(\d+)\.(\d+)$")
 
@@ -89,6 +91,8 @@ class Column:
     doc: str
     nullable: bool = True
     enum: type[StrEnum] | None = None
+    #: The format version that introduced the column; cards of earlier versions lack it.
+    since: tuple[int, int] = (0, 1)
 
 
 EPISODE_COLUMNS: tuple[Column, ...] = (
@@ -128,6 +132,8 @@ STEP_COLUMNS: tuple[Column, ...] = (
     Column("output_tokens", pa.int64(), False, "Output tokens of this step (model calls)."),
     Column("cost_usd", pa.float64(), False, "Cost of this step in US dollars."),
     Column("payload", pa.string(), False, "Everything else about the step, as JSON text."),
+    Column("parent_seq", pa.int64(), False, "Nested agents: `seq` of the earlier step of the same episode that launched the sub-agent this step belongs to (its tool_call or span_begin); null for the top-level agent's steps.", since=(0, 2)),
+    Column("depth", pa.int64(), False, "Nested agents: 0 for the top-level agent, the launching step's depth + 1 for a sub-agent's steps; null where the source does not say (and in 0.1 cards).", since=(0, 2)),
 )
 
 #: Most columns a table may have: readers and validators refuse wider tables (each column

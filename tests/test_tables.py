@@ -16,7 +16,7 @@ from rollout_cards.tables import (
 
 
 def test_format_version():
-    assert FORMAT == "rollout-card/0.1"
+    assert FORMAT == "rollout-card/0.2"
     assert parse_format("rollout-card/2.13") == (2, 13)
     assert parse_format("rollout-card/1") is None
     assert parse_format("other/0.1") is None

@@ -85,6 +85,8 @@ class StepBuffer:
         output_tokens: int | None = None,
         cost_usd: float | None = None,
         payload: Any = None,
+        parent_seq: int | None = None,
+        depth: int | None = None,
     ) -> int:
         """Append a step; `args` is JSON text, `payload` any JSON value; returns its seq."""
         if kind not in _KINDS:
@@ -101,7 +103,8 @@ class StepBuffer:
         seq = len(self.rows)
         self.rows.append(
             (self.episode_id, seq, kind, t, role, agent, name, call_id, content, args, is_error,
-             input_tokens, output_tokens, None if cost_usd is None else float(cost_usd), payload)
+             input_tokens, output_tokens, None if cost_usd is None else float(cost_usd), payload,
+             parent_seq, depth)
         )
         return seq
 

@@ -23,6 +23,7 @@ import pyarrow.fs as pafs
 
 from ..errors import CardFormatError
 from ..model.card import CardManifest, TableRef
+from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 
 __all__ = ["Card", "CardSource", "DirectorySource", "Entry", "open_card", "safe_relative"]
@@ -70,6 +71,13 @@ class CardSource(Protocol):
     def exists(self, rel: str) -> bool:
         """Whether a regular file exists at `rel` inside the card."""
         ...
+
+
+def _newer_columns(table: str, schema: pa.Schema) -> list[Column]:
+    """Standard columns added after format 0.1 that this table lacks (a card of an earlier format)."""
+    columns = STEP_COLUMNS if table == "steps" else EPISODE_COLUMNS
+    names = set(schema.names)
+    return [c for c in columns if c.since > (0, 1) and c.name not in names]
 
 
 def safe_relative(rel: str) -> str:
@@ -195,8 +203,15 @@ class Card:
                     check(rel)
             fs, base = self.source.filesystem()
             try:
-                dataset = ds.dataset([f"{base}/{rel}" for rel in ref.paths], format="parquet", filesystem=fs)
+                paths = [f"{base}/{rel}" for rel in ref.paths]
+                dataset = ds.dataset(paths, format="parquet", filesystem=fs)
                 dataset.schema.names  # noqa: B018 - decode the column names now (corrupt ones are not UTF-8)
+                newer = _newer_columns(table, dataset.schema)
+                if newer:  # a card of an earlier format: its later optional columns read as null
+                    schema = dataset.schema
+                    for col in newer:
+                        schema = schema.append(pa.field(col.name, col.type))
+                    dataset = ds.dataset(paths, format="parquet", filesystem=fs, schema=schema)
                 self._datasets[table] = dataset
             except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
                 raise self._unreadable(table, exc) from None

@@ -106,6 +106,15 @@ def _check_extra_value(column: str, value: Any) -> Any:
 
 
 
+def _check_nesting(parent_seq: Any, depth: Any, seq: int) -> None:
+    if parent_seq is not None and (type(parent_seq) is not int or not 0 <= parent_seq < seq):
+        raise WriterError(f"parent_seq {parent_seq!r} must be the seq of an earlier step (0 to {seq - 1})")
+    if depth is not None and (type(depth) is not int or depth < 0):
+        raise WriterError(f"depth {depth!r} must be a non-negative integer")
+    if parent_seq is not None and depth == 0:
+        raise WriterError("a step with a parent_seq belongs to a sub-agent: its depth is at least 1")
+
+
 class EpisodeWriter:
     """Records the steps and outcome of one episode; get one from `CardWriter.episode()`."""
 
@@ -141,8 +150,13 @@ class EpisodeWriter:
         output_tokens: int | None = None,
         cost_usd: float | None = None,
         payload: Any = None,
+        parent_seq: int | None = None,
+        depth: int | None = None,
     ) -> int:
-        """Append a step of any kind; returns its `seq`. The typed helpers below call this."""
+        """Append a step of any kind; returns its `seq`. The typed helpers below call this.
+
+        A sub-agent's steps give `parent_seq` (the seq of the step that launched it) and
+        `depth` (0 for the top-level agent)."""
         # This is the hot path of a live harness: keep it to checks and one tuple append.
         if self.ended:
             raise WriterError(f"episode {self.episode_id!r} has ended; no step may follow its end")
@@ -152,6 +166,8 @@ class EpisodeWriter:
                              ("agent", agent)):
             if value is not None and not isinstance(value, str):
                 raise WriterError(f"{label} must be text, got {type(value).__name__}")
+        if parent_seq is not None or depth is not None:
+            _check_nesting(parent_seq, depth, self._seq)
         card = self._card
         micros = card._clock() if t is None else to_micros(t)
         if input_tokens is not None or output_tokens is not None or cost_usd is not None:
@@ -180,6 +196,8 @@ class EpisodeWriter:
                 output_tokens,
                 cost_usd,
                 None if payload is None else _json_text(payload, "payload"),
+                parent_seq,
+                depth,
             )
         )
         if len(card._buffer) >= card._flush_rows:

@@ -1,7 +1,7 @@
 """Pydantic models of `card.json`: identity, provenance, plan, scope, drops, rules, inventory.
 
 Every field has a docstring; pydantic copies it into the generated JSON Schema
-(`schemas/card-0.1.schema.json`), so the docstrings are the field reference.
+(`schemas/card-0.2.schema.json`), so the docstrings are the field reference.
 """
 
 from __future__ import annotations
@@ -350,7 +350,7 @@ class Tables(_Model):
 
 
 class CardManifest(_Model):
-    """card.json: the manifest of a rollout card (format rollout-card/0.1)."""
+    """card.json: the manifest of a rollout card (format rollout-card/0.2)."""
 
     format: str = FORMAT
     """Format and version, `rollout-card/<major>.<minor>`."""

@@ -2,7 +2,7 @@
 
 A rule file is YAML read by `rollout_cards.rules.loader` (safe loader, size cap,
 duplicate keys refused) and validated into `Rule`. Every field has a docstring that
-pydantic copies into `schemas/rule-0.1.schema.json`. Expressions stay text here; the
+pydantic copies into `schemas/rule-0.2.schema.json`. Expressions stay text here; the
 loader parses each one so that a bad token is reported with its file, key and line.
 
 Defaults make a rule with only `rule` and `score` work: completed episodes are

@@ -262,11 +262,17 @@ def _redact_batch(batch: pa.RecordBatch, planned: list[_Planned], key: bytes | N
 
 
 _STEP_STANDARD = [c.name for c in STEP_COLUMNS]
+# Columns added after format 0.1 enter a digest line only when not null, so the digest of a
+# step without them is the one a 0.1 card recorded.
+_STEP_BASE = sum(1 for c in STEP_COLUMNS if c.since <= (0, 1)) - 1  # values after episode_id
 
 
 def episode_digest_line(row: list[Any]) -> bytes:
     """One step's line of `episode_digest`: its standard columns after `episode_id` (STEP_COLUMNS
-    order, timestamps as epoch microseconds, absent columns null) as compact JSON and a newline."""
+    order, timestamps as epoch microseconds, absent columns null) as compact JSON and a newline;
+    trailing nulls of columns newer than format 0.1 are left out (a 0.1 card's lines stay valid)."""
+    while len(row) > _STEP_BASE and row[-1] is None:
+        row = row[:-1]
     return (json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 

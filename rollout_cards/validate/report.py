@@ -8,7 +8,7 @@ taken from the package (cell values, names, paths) enters a message only through
 escaped, and never a control character.
 
 The JSON form is `Report.model_dump(mode="json")`; its schema is shipped as
-`schemas/report-0.1.schema.json` (registered below) and documented in
+`schemas/report-0.2.schema.json` (registered below) and documented in
 docs/validation.md.
 """
 
@@ -118,6 +118,7 @@ CODES: dict[str, Code] = {
     "step-seq-not-contiguous": Code(E, "semantics", "an episode's seq values are not 0, 1, 2, ..."),
     "step-time-decreasing": Code(E, "semantics", "a step's time is earlier than the step before it"),
     "tool-result-orphan": Code(E, "semantics", "a tool_result's call_id was issued by no earlier tool_call"),
+    "step-parent-invalid": Code(E, "semantics", "a step's parent_seq is not an earlier step, or its depth contradicts it"),
     # coverage and drops
     "plan-episode-missing": Code(E, "coverage", "a planned episode is absent and no drop covers it"),
     "episode-unplanned": Code(W, "coverage", "an episode is outside the declared plan"),

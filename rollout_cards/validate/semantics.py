@@ -159,6 +159,28 @@ def _row_checks(f: Findings, state: TableState, table: str, offset: int, chunk: 
                             "finite: use null for a missing value and record why in drops")
 
 
+def _nesting_checks(f: Findings, state: TableState, offset: int, chunk: pa.Table) -> None:
+    """parent_seq names an earlier step (0 <= parent_seq < seq); depth is >= 0, and >= 1 with a parent."""
+    names = chunk.column_names
+    if "parent_seq" not in names and "depth" not in names:
+        return
+    n = chunk.num_rows
+    seq = _array(chunk, "seq") if "seq" in names else pa.nulls(n, pa.int64())
+    parent = _array(chunk, "parent_seq") if "parent_seq" in names else pa.nulls(n, pa.int64())
+    depth = _array(chunk, "depth") if "depth" in names else pa.nulls(n, pa.int64())
+    if parent.null_count == n and depth.null_count == n:
+        return
+    bad_parent = pc.or_(pc.less(parent, 0), pc.greater_equal(parent, seq))
+    bad_depth = pc.or_(pc.less(depth, 0), pc.and_(parent.is_valid(), pc.less(depth, 1)))
+    rows = np.flatnonzero(_mask(pc.or_kleene(bad_parent, bad_depth)))
+    if len(rows):
+        shown = rows[: f.room("step-parent-invalid")]
+        seqs, parents, depths = (a.take(pa.array(shown, pa.int64())).to_pylist() for a in (seq, parent, depth))
+        report_rows(f, "step-parent-invalid", state, offset + rows, "parent_seq",
+                    lambda i: f"step {seqs[i]} has parent_seq {parents[i]} and depth {depths[i]}; parent_seq "
+                    "must be the seq of an earlier step of the episode and a sub-agent's depth at least 1")
+
+
 def _enum_rows(f: Findings, state: TableState, table: str, offset: int, name: str, arr: pa.Array) -> None:
     allowed = _ALLOWED[name]
     if pa.types.is_dictionary(arr.type):
@@ -228,7 +250,7 @@ class EpisodeCodes:
         return codes
 
 
-_SCAN_COLUMNS = ("episode_id", "seq", "kind", "t", "call_id")
+_SCAN_COLUMNS = ("episode_id", "seq", "kind", "t", "call_id", "parent_seq", "depth")
 
 
 def _scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
@@ -269,6 +291,7 @@ def check_steps(ctx: CheckContext) -> None:
     episode_codes = EpisodeCodes(episodes.index) if episodes else None
     for offset, chunk in iter_chunks(ctx, state, columns, dictionary=("episode_id", "call_id")):
         _row_checks(f, state, "steps", offset, chunk)
+        _nesting_checks(f, state, offset, chunk)
         if not linked:
             continue
         ids = _array(chunk, "episode_id")

@@ -46,4 +46,4 @@ def test_version():
     from rollout_cards import __version__
 
     result = CliRunner().invoke(app, ["--version"])
-    assert result.exit_code == 0 and __version__ in result.output and "rollout-card/0.1" in result.output
+    assert result.exit_code == 0 and __version__ in result.output and "rollout-card/0.2" in result.output

@@ -44,7 +44,7 @@ def test_json_output_follows_the_schema():
     result = run(BAD / "step-seq-not-contiguous", "--format", "json")
     assert result.exit_code == 1
     data = json.loads(result.output)
-    jsonschema.validate(data, json.loads((REPO / "schemas" / "report-0.1.schema.json").read_text()))
+    jsonschema.validate(data, json.loads((REPO / "schemas" / "report-0.2.schema.json").read_text()))
     assert data["outcome"] == "invalid" and data["counts"]["error"] == 1
     (finding,) = [f for f in data["findings"] if f["severity"] == "error"]
     assert finding["location"] == {"file": "steps.parquet", "pointer": None, "row": 1, "column": "seq"}

@@ -43,19 +43,19 @@ def test_invalid_argument_json_is_kept_verbatim_in_payload():
     counts = ChatMapping()
     rows = _steps([{"role": "assistant", "content": None,
                     "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{broken"}}]}], counts)
-    assert rows[0][9] is None and json.loads(rows[0][-1]) == {"arguments": "{broken", "arguments_invalid_json": True}
+    assert rows[0][9] is None and json.loads(rows[0][14]) == {"arguments": "{broken", "arguments_invalid_json": True}
     assert counts.invalid_arguments == 1 and "not valid JSON" in counts.notes()[0]
 
 
 def test_content_parts_are_joined_and_kept():
     assert content_text([{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}])[0] == "a\nb"
     rows = _steps([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
-    assert rows[0][8] == "hi" and json.loads(rows[0][-1])["content"] == [{"type": "text", "text": "hi"}]
+    assert rows[0][8] == "hi" and json.loads(rows[0][14])["content"] == [{"type": "text", "text": "hi"}]
 
 
 def test_unknown_message_keys_go_to_payload():
     rows = _steps([{"role": "user", "content": "x", "name": "alice", "refusal": None, "weird": 1}])
-    assert json.loads(rows[0][-1]) == {"name": "alice", "refusal": None, "weird": 1}
+    assert json.loads(rows[0][14]) == {"name": "alice", "refusal": None, "weird": 1}
 
 
 def test_tool_message_without_call_id_is_an_observation():

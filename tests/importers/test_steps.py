@@ -17,7 +17,7 @@ def test_seq_is_contiguous_and_payload_is_json_text():
     assert steps.add("message", role="user", content="hi") == 0
     assert steps.add("state", payload={"b": 1, "a": [1, 2]}) == 1
     assert [r[1] for r in steps.rows] == [0, 1]
-    assert json.loads(steps.rows[1][-1]) == {"a": [1, 2], "b": 1}
+    assert json.loads(steps.rows[1][14]) == {"a": [1, 2], "b": 1}
 
 
 def test_result_links_to_its_call():
@@ -42,8 +42,8 @@ def test_a_reused_call_id_gets_a_suffix_and_results_follow_the_latest_call():
     steps.tool_result("c", "2")
     steps.tool_call("d", None, "c")
     assert [r[7] for r in steps.rows] == ["c", "c", "c#2", "c#2", "c#3"]
-    assert json.loads(steps.rows[2][-1]) == {"source_call_id": "c"}
-    assert json.loads(steps.rows[3][-1]) == {"source_call_id": "c"}
+    assert json.loads(steps.rows[2][14]) == {"source_call_id": "c"}
+    assert json.loads(steps.rows[3][14]) == {"source_call_id": "c"}
     assert steps.reused_call_ids == 2
 
 

@@ -45,7 +45,7 @@ def test_other_major_version_refused_with_both_versions_named():
     with pytest.raises(UnsupportedFormatError) as info:
         parse_manifest(json.dumps(doc).encode(), "x/card.json")
     assert "rollout-card/1.0 found" in str(info.value)
-    assert "reads rollout-card/0.1" in str(info.value)
+    assert "reads rollout-card/0.2" in str(info.value)
 
 
 def test_all_problems_collected_with_pointers():

@@ -24,7 +24,7 @@ def _manifest(**overrides):
 
 def test_valid_manifest_defaults():
     m = CardManifest.model_validate(_manifest())
-    assert m.format == "rollout-card/0.1"
+    assert m.format == "rollout-card/0.2"
     assert m.version == "1.0.0"
     assert m.scope.license is None
     assert m.drops == []

@@ -70,8 +70,8 @@ def test_the_file_keys_from_and_with_round_trip():
 
 
 def test_the_rule_schema_is_generated_and_committed():
-    assert "rule-0.1.schema.json" in document_schemas()
-    assert (REPO / "schemas" / "rule-0.1.schema.json").is_file()
+    assert "rule-0.2.schema.json" in document_schemas()
+    assert (REPO / "schemas" / "rule-0.2.schema.json").is_file()
 
 
 def test_the_schema_accepts_the_fixture_rules_and_names_problems():
@@ -84,7 +84,7 @@ def test_the_schema_accepts_the_fixture_rules_and_names_problems():
 
 
 def test_every_field_has_a_description_in_the_schema():
-    schema = document_schemas()["rule-0.1.schema.json"]
+    schema = document_schemas()["rule-0.2.schema.json"]
     for name, definition in schema["$defs"].items():
         for field, spec in definition.get("properties", {}).items():
             assert spec.get("description"), f"{name}.{field} has no docstring"

@@ -128,7 +128,7 @@ def test_locations_and_messages_are_escaped():
 
 
 def test_json_report_satisfies_the_shipped_schema_and_round_trips(bad_corpus):
-    schema = json.loads((REPO / "schemas" / "report-0.1.schema.json").read_text())
+    schema = json.loads((REPO / "schemas" / "report-0.2.schema.json").read_text())
     root, expected = bad_corpus
     for path in [FIXTURE_CARDS / "synthetic", root / "plan-episode-missing", root / "manifest-invalid-json"]:
         data = json.loads(render_json(validate(path, max_findings=1)))
