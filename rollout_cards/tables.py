@@ -40,12 +40,13 @@ FORMAT_NAME = "rollout-card"
 #: has neither, and readers treat them as null.
 FORMAT_VERSION = (0, 2)
 FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
-_FORMAT_RE = re.compile(r"^rollout-card/(\d+)\.(\d+)$")
+# ASCII digits only (`\d` takes `٠.١` as 0.1), bounded, and nothing after (`$` allows a newline).
+_FORMAT_RE = re.compile(r"rollout-card/([0-9]{1,9})\.([0-9]{1,9})")
 
 
 def parse_format(value: str) -> tuple[int, int] | None:
     """Return (major, minor) of a `format` string, or None when it is not a rollout-card format."""
-    m = _FORMAT_RE.match(value) if isinstance(value, str) else None
+    m = _FORMAT_RE.fullmatch(value) if isinstance(value, str) else None
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 

@@ -14,7 +14,6 @@ second pass.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
-from .json_stream import JsonStream
+from .json_stream import JsonStream, parse_json
 from .session import ImportSession
 from .zip_reader import SafeZip
 
@@ -105,10 +104,7 @@ def _member_json(archive: SafeZip, file: str, member: str) -> Any:
 
 
 def _json(data: bytes, file: str, member: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise SourceFormatError(f"is not valid JSON: {exc}", file=file, record=member) from None
+    return parse_json(data, file, member)
 
 
 def _open_json(path: Path, stack: list[Any]) -> InspectLog:

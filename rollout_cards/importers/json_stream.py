@@ -12,7 +12,9 @@ largest single value (capped by `max_value_chars`), not by the file.
         stream.end()
 
 A truncated file, a syntax error or a value over the cap raises `SourceFormatError`
-naming the file and the record index. NaN and Infinity are refused (not JSON).
+naming the file and the record index. Values are decoded strictly (`jsondoc`): NaN,
+Infinity, numbers beyond int64 or a finite float, and lone surrogates are refused.
+`parse_json` is the same for one document held in memory (a zip member, a line).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import SourceFormatError
+from ..jsondoc import DECODER as _DECODER
+from ..jsondoc import may_hold_surrogate, reject_constant, surrogate_pointer
 
-__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "reject_constant"]
+__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "parse_json", "reject_constant"]
 
 #: One record larger than this (in characters) is refused rather than buffered.
 DEFAULT_MAX_VALUE_CHARS = 1 << 30
@@ -37,12 +41,42 @@ _NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 _TAIL = 16
 
 
-def reject_constant(name: str) -> Any:
-    """`parse_constant` hook that refuses NaN and Infinity (they are not JSON)."""
-    raise ValueError(f"non-standard JSON constant {name}")
+_LONE_SURROGATE = "holds a lone surrogate (a \\uD800-\\uDFFF escape that is not half of a pair), which is not text"
 
 
-_DECODER = json.JSONDecoder(parse_constant=reject_constant)
+def _surrogate_problem(text: str, start: int, end: int, value: Any) -> str | None:
+    if not may_hold_surrogate(text, start, end):
+        return None
+    pointer = surrogate_pointer(value)
+    return None if pointer is None else f"{pointer} {_LONE_SURROGATE}"
+
+
+def _decode(data: bytes | str) -> Any:
+    """A whole document, decoded strictly; ValueError says what is wrong and where."""
+    try:
+        text = data if isinstance(data, str) else data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"is not valid UTF-8 at byte {exc.start}: {exc.reason}") from None
+    try:
+        value = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not valid JSON at character {exc.pos}: {exc.msg}") from None
+    except ValueError as exc:
+        raise ValueError(f"is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("nests JSON too deeply") from None
+    problem = _surrogate_problem(text, 0, len(text), value)
+    if problem is not None:
+        raise ValueError(f"is not valid JSON: {problem}")
+    return value
+
+
+def parse_json(data: bytes | str, name: str, record: str | None = None) -> Any:
+    """One whole JSON document, decoded strictly; SourceFormatError names `name` and `record`."""
+    try:
+        return _decode(data)
+    except ValueError as exc:
+        raise SourceFormatError(str(exc), file=name, record=record) from None
 
 
 class JsonStream:
@@ -128,7 +162,7 @@ class JsonStream:
                 raise self._error(
                     f"is not valid JSON at character {self._base + exc.pos}: {exc.msg}"
                 ) from None
-            except ValueError as exc:  # NaN / Infinity
+            except ValueError as exc:  # NaN / Infinity, numbers out of range
                 raise self._error(f"is not valid JSON at character {self.offset()}: {exc}") from None
             except RecursionError:
                 raise self._error(f"nests JSON too deeply at character {self.offset()}") from None
@@ -140,6 +174,9 @@ class JsonStream:
                 continue
             if end - start > self._max:  # it fitted in what was already read; the cap still holds
                 self._grow(start, held=end - start)
+            problem = _surrogate_problem(self._buf, start, end, value)
+            if problem is not None:
+                raise self._error(f"is not valid JSON at character {self._base + start}: {problem}")
             self._pos = end
             return value
 
@@ -232,11 +269,10 @@ def iter_jsonl(fh: BinaryIO, name: str, *, max_line_bytes: int = DEFAULT_MAX_VAL
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw, parse_constant=reject_constant)
-        except (ValueError, RecursionError) as exc:
-            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
-            truncated = " (the file is truncated)" if not raw.endswith(b"\n") else ""
-            raise SourceFormatError(f"is not valid JSON{truncated}: {detail}", file=name, record=f"line {number}") from None
+            value = _decode(raw)
+        except ValueError as exc:
+            truncated = "" if raw.endswith(b"\n") else " (the last line has no newline: is the file truncated?)"
+            raise SourceFormatError(f"{exc}{truncated}", file=name, record=f"line {number}") from None
         yield number, value
 
 
@@ -271,9 +307,9 @@ def iter_records(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) 
                 yield str(index), value
             return
         try:
-            json.loads(first, parse_constant=reject_constant)
+            _decode(first)
             whole_line = first.strip() != b""
-        except (ValueError, RecursionError):
+        except ValueError:
             whole_line = False
         if whole_line:
             for number, value in iter_jsonl(fh, name, max_line_bytes=max_value_chars):

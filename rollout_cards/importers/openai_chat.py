@@ -17,16 +17,15 @@ in `payload.arguments` with `args` null, and counted in `invalid_arguments`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from .json_stream import reject_constant
+from ..jsondoc import DECODER
 from .steps import StepBuffer, json_text
 
 __all__ = ["ChatMapping", "add_chat_messages", "content_text"]
 
 _KNOWN = frozenset(("role", "content", "tool_calls", "tool_call_id", "name"))
-_scan = json.JSONDecoder(parse_constant=reject_constant).raw_decode
+_scan = DECODER.raw_decode
 
 
 class ChatMapping:
@@ -73,7 +72,7 @@ def _arguments(raw: Any, counts: ChatMapping) -> tuple[str | None, Any]:
         text = raw.strip()
         try:  # validity only; raw_decode skips json.loads' wrapper (a measurable cost at 10^5 calls)
             valid = _scan(text)[1] == len(text)
-        except (ValueError, RecursionError):  # also NaN / Infinity, which are not JSON
+        except (ValueError, RecursionError):  # also NaN, Infinity, 1e999, ints beyond int64
             valid = False
         if not valid:
             counts.invalid_arguments += 1

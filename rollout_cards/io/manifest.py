@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ManifestError, Problem, UnsupportedFormatError
+from ..jsondoc import decoder, may_hold_surrogate, surrogate_pointer
 from ..model.card import CardManifest
 from ..model.schemas import schema_problems
 from ..tables import FORMAT, FORMAT_VERSION, parse_format
@@ -46,12 +47,12 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
+_DECODER = decoder(object_pairs_hook=_no_duplicates)
 
 
 def load_json_document(data: bytes, source: str, *, max_bytes: int = MAX_MANIFEST_BYTES) -> Any:
-    """Parse strict JSON: size-capped, UTF-8, no duplicate keys, no NaN/Infinity.
+    """Parse strict JSON: size-capped, UTF-8, no duplicate keys, no NaN/Infinity, numbers
+    that fit int64 or a finite float, no lone surrogates (see `jsondoc`).
 
     Raises ManifestError naming `source` and the place of the problem.
     """
@@ -68,7 +69,7 @@ def load_json_document(data: bytes, source: str, *, max_bytes: int = MAX_MANIFES
     if text.startswith("\ufeff"):
         raise ManifestError(source, [Problem("byte 0", "starts with a byte-order mark; remove it")])
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        document = _DECODER.decode(text)
     except _DuplicateKey as exc:
         raise ManifestError(
             source, [Problem("", f"duplicate key {str(exc)[:80]!r}; each key may appear once per object")]
@@ -78,7 +79,14 @@ def load_json_document(data: bytes, source: str, *, max_bytes: int = MAX_MANIFES
             source, [Problem(f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}")]
         ) from None
     except (ValueError, RecursionError) as exc:
-        raise ManifestError(source, [Problem("", f"invalid JSON: {str(exc)[:200]}")]) from None
+        detail = str(exc)[:200] if isinstance(exc, ValueError) else "nested too deeply"
+        raise ManifestError(source, [Problem("", f"invalid JSON: {detail}")]) from None
+    if may_hold_surrogate(text):
+        pointer = surrogate_pointer(document)
+        if pointer is not None:
+            raise ManifestError(source, [Problem(pointer, "holds a lone surrogate (a \\uD800-\\uDFFF escape that "
+                                                          "is not half of a pair), which is not text; remove it")])
+    return document
 
 
 def pydantic_problems(exc: ValidationError) -> list[Problem]:

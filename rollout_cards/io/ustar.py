@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import UnsafeArchiveError
+from ..numbers import parse_decimal
 
 __all__ = [
     "BLOCK",
@@ -142,7 +143,10 @@ def _pax_record(key: str, value: str) -> bytes:
 
 def file_header(name: str, size: int, mtime: int, *, mode: int = 0o644) -> bytes:
     """The header block(s) of a regular-file member: a pax `x` header first when the
-    name is not ASCII or too long for ustar, or the size needs more than 11 octal digits."""
+    name is not ASCII or too long for ustar, or the size or mtime needs more than 11 octal
+    digits (an mtime after 2242-03-16; the ustar field then holds the largest it can)."""
+    if mtime < 0:
+        raise ValueError(f"mtime {mtime} is before 1970; packed cards store non-negative times")
     raw = name.encode("utf-8")
     records: list[bytes] = []
     split = _split_ustar(raw)
@@ -154,6 +158,9 @@ def file_header(name: str, size: int, mtime: int, *, mode: int = 0o644) -> bytes
     if size > _MAX_OCTAL_SIZE:
         records.append(_pax_record("size", str(size)))
         field_size = 0
+    if mtime > _MAX_OCTAL_SIZE:
+        records.append(_pax_record("mtime", str(mtime)))
+        mtime = _MAX_OCTAL_SIZE
     out = b""
     if records:
         payload = b"".join(records)
@@ -196,10 +203,10 @@ def _parse_pax(data: bytes, member: str, limits: ArchiveLimits) -> dict[str, str
     records: dict[str, str] = {}
     pos = 0
     while pos < len(data):
-        space = data.find(b" ", pos, pos + 20)
-        if space < 0 or not data[pos:space].isdigit():
+        space = data.find(b" ", pos, pos + 21)
+        length = parse_decimal(data[pos:space]) if space >= 0 else None
+        if length is None:
             raise UnsafeArchiveError("pax header record has no valid length", member=member, rule="pax-malformed")
-        length = int(data[pos:space])
         end = pos + length
         if length <= space - pos + 1 or end > len(data) or data[end - 1 : end] != b"\n":
             raise UnsafeArchiveError("pax header record length does not match its content", member=member,
@@ -286,9 +293,13 @@ def scan_members(fd: int, file_size: int, name: str, limits: ArchiveLimits) -> l
         if pax is not None:
             member = pax.get("path", member)
             if "size" in pax:
-                if not pax["size"].isdigit():
-                    raise UnsafeArchiveError("pax size is not a number", member=member, rule="pax-malformed")
-                size = int(pax["size"])
+                # ASCII digits only: int() reads Arabic-Indic or full-width digits that GNU tar
+                # does not, so the two would disagree on where the next member starts.
+                pax_size = parse_decimal(pax["size"])
+                if pax_size is None:
+                    raise UnsafeArchiveError(f"pax size {pax['size'][:30]!r} is not 1 to 20 ASCII digits",
+                                             member=member, rule="pax-malformed")
+                size = pax_size
         if size > file_size - data_offset:
             raise UnsafeArchiveError(
                 f"declares {size:,} bytes but only {max(0, file_size - data_offset):,} bytes of the file "

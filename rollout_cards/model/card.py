@@ -65,7 +65,10 @@ REL_PATH = Annotated[
     Field(pattern=r"^[^/\\\x00][^\\\x00]*$", max_length=1024),
     AfterValidator(_relative_path),
 ]
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+# ASCII digits only, at most 19 per part (a part must fit int64 to be bumped); fullmatch, so no
+# trailing newline; pre-release and build parts bounded by the field's max_length.
+_SEMVER = re.compile(r"(0|[1-9][0-9]{0,18})\.(0|[1-9][0-9]{0,18})\.(0|[1-9][0-9]{0,18})"
+                     r"(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
 
 
 class _Model(BaseModel):
@@ -356,7 +359,7 @@ class CardManifest(_Model):
     """Format and version, `rollout-card/<major>.<minor>`."""
     id: CARD_ID
     """Identifier of the card (letters, digits, . _ -)."""
-    version: str = "1.0.0"
+    version: str = Field(default="1.0.0", max_length=256)
     """Semantic version of the card's data; bumped by redaction and other changes."""
     title: str = Field(min_length=1)
     """Human-readable title."""
@@ -387,14 +390,15 @@ class CardManifest(_Model):
     @classmethod
     def _format(cls, value: str) -> str:
         if parse_format(value) is None:
-            raise ValueError(f"format {value!r} is not of the form rollout-card/<major>.<minor>")
+            raise ValueError(f"format {value[:40]!r} is not of the form rollout-card/<major>.<minor>")
         return value
 
     @field_validator("version")
     @classmethod
     def _semver(cls, value: str) -> str:
-        if not _SEMVER.match(value):
-            raise ValueError(f"version {value!r} is not a semantic version (e.g. 1.0.0)")
+        if not _SEMVER.fullmatch(value):
+            raise ValueError(f"version {value[:40]!r} is not a semantic version (e.g. 1.0.0; ASCII digits, "
+                             "at most 19 per part)")
         return value
 
     @model_validator(mode="after")

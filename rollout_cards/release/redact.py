@@ -159,9 +159,9 @@ class RedactionResult:
 
 def bump_minor(version: str) -> str:
     """1.2.3 -> 1.3.0 (pre-release and build parts are dropped)."""
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)", version)
+    m = re.match(r"([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})", version)
     if not m:
-        raise CardFormatError(f"version {version!r} is not a semantic version")
+        raise CardFormatError(f"version {version[:40]!r} is not a semantic version")
     return f"{m.group(1)}.{int(m.group(2)) + 1}.0"
 
 

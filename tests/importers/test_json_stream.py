@@ -124,3 +124,28 @@ def test_iter_records_reads_arrays_lines_and_documents(tmp_path, text, labels):
     path = tmp_path / "r.json"
     path.write_text(text)
     assert [label for label, _ in iter_records(path)] == labels
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("1e999", "64-bit float"), ("-1e400", "64-bit float"), ("18446744073709551616", "64-bit range"),
+     ("7" * 5000, "5,000 digits"), ('"\\ud800"', "lone surrogate"), ('{"\\udfff": 1}', "lone surrogate"),
+     ("NaN", "NaN")],
+)
+@pytest.mark.parametrize("layout", ["array", "jsonl", "document"])
+def test_values_no_card_can_hold_are_refused_with_the_record(tmp_path, value, message, layout):
+    path = tmp_path / "f.json"
+    records = ['{"id": 1}', '{"id": 2, "v": [' + value + "]}"]
+    text = {"array": "[" + ",\n".join(records) + "]", "jsonl": "\n".join(records) + "\n",
+            "document": '{"a": {"id": 2, "v": [' + value + "]}}"}[layout]
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SourceFormatError, match=message) as info:
+        list(iter_records(path))
+    assert info.value.file == str(path)
+    assert info.value.record == {"array": "1", "jsonl": "line 2", "document": "document"}[layout]
+
+
+def test_valid_surrogate_pairs_pass(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"t": "\\ud83d\\ude00 \\\\ud800"}\n', encoding="utf-8")
+    assert list(iter_records(path)) == [("line 1", {"t": "\U0001F600 \\ud800"})]

@@ -357,3 +357,23 @@ def test_unpacked_and_redacted_fixtures_validate(tmp_path: Path) -> None:
                 tmp_path / "redacted")
     pack_card(tmp_path / "redacted", tmp_path / "r.rcard")
     assert validate(tmp_path / "redacted").valid and validate(tmp_path / "r.rcard").valid
+
+
+def test_created_after_2242_packs_a_pax_mtime_that_gnu_tar_reads(synthetic_copy: Path, tmp_path: Path) -> None:
+    # The 11-digit octal mtime field ends at 2242-03-16; the header used to overflow and
+    # `pack` wrote a corrupt archive with exit 0.
+    doc = json.loads((synthetic_copy / "card.json").read_text())
+    doc["created"] = "9999-12-31T00:00:00Z"
+    (synthetic_copy / "card.json").write_text(json.dumps(doc))
+    out = tmp_path / "far.rcard"
+    pack_card(synthetic_copy, out)
+    expected = int(rc.open(synthetic_copy).manifest.created.timestamp())
+    with tarfile.open(out) as tar:
+        assert {i.mtime for i in tar.getmembers()} == {expected}
+    with ArchiveSource(out) as source:
+        assert source.manifest is not None
+    unpack_card(out, tmp_path / "back")
+    assert tree(tmp_path / "back") == tree(synthetic_copy)
+    if shutil.which("tar") is not None:
+        listing = subprocess.run(["tar", "--full-time", "-tvf", str(out)], check=True, capture_output=True, text=True)
+        assert "9999-12-31" in listing.stdout

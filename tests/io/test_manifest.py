@@ -58,3 +58,28 @@ def test_all_problems_collected_with_pointers():
     locations = {p.location for p in info.value.problems}
     assert {"/id", "/scope/license", "/tables/steps/rows"} <= locations
     assert len(info.value.problems) >= 3
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("1e999", "outside the range of a 64-bit float"), ("1e400", "outside the range of a 64-bit float"),
+     ("9223372036854775808", "outside the 64-bit range"), ("1" * 5000, "5,000 digits"),
+     ('"\\ud800"', "lone surrogate")],
+)
+def test_values_a_card_cannot_hold_are_refused_at_parse_time(value, message):
+    # 1e400 used to become Infinity on rewrite; "\ud800" became U+FFFD, so a signature over
+    # one card verified another; 5,000 digits was an internal error.
+    document = json.loads(GOOD)
+    document["meta"] = {"x": [0, "ok"]}
+    data = json.dumps(document).replace('"ok"', value).encode()
+    with pytest.raises(ManifestError, match=message) as info:
+        parse_manifest(data, "card.json")
+    if "surrogate" in message:
+        assert info.value.problems[0].location == "/meta/x/1"
+
+
+def test_surrogate_in_a_key_is_located():
+    with pytest.raises(ManifestError, match="lone surrogate") as info:
+        load_json_document(b'{"a": {"\\udc00x": 1}}', "card.json")
+    assert info.value.problems[0].location.startswith("/a/")
+    assert str(info.value).encode("utf-8")  # the message itself is printable UTF-8

@@ -102,3 +102,24 @@ def test_field_docstrings_reach_the_json_schema():
     for name, definition in schema["$defs"].items():
         for field, spec in definition.get("properties", {}).items():
             assert spec.get("description"), f"{name}.{field} has no docstring"
+
+
+@pytest.mark.parametrize("version", ["1." + "1" * 5000 + ".0", "\u0661.0.0", "1.0.0\n", "1.0.\uff10",
+                                     "1.0.0-" + "a" * 300, "01.0.0"])
+def test_versions_are_ascii_semver_with_bounded_parts(version):
+    # 5,000 digits used to pass here and crash `redact` (int() refuses > 4,300 digits).
+    from tests.conftest import FIXTURE_CARDS
+
+    doc = __import__("json").loads((FIXTURE_CARDS / "synthetic" / "card.json").read_text())
+    doc["version"] = version
+    with pytest.raises(ValidationError) as info:
+        CardManifest.model_validate(doc)
+    assert len(str(info.value)) < 2000
+
+
+def test_versions_with_long_valid_parts_are_accepted():
+    from tests.conftest import FIXTURE_CARDS
+
+    doc = __import__("json").loads((FIXTURE_CARDS / "synthetic" / "card.json").read_text())
+    doc["version"] = "9223372036854775807.0.1-rc.1+build.5"
+    assert CardManifest.model_validate(doc).version == doc["version"]

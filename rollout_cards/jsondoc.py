@@ -1,0 +1,95 @@
+"""Strict JSON decoding: the hooks every JSON reader of the project shares.
+
+Python's `json` accepts what a card must never hold: `1e999` and `1e400` become
+infinity (and `Infinity` on rewrite, which the validator then rejects), integers of
+any size (beyond int64 they cannot be stored; past 4,300 digits `int()` raises), NaN
+and Infinity literals, and `"\\ud800"` escapes that decode to lone surrogates (they
+cannot be encoded as UTF-8, so a rewrite silently turns them into U+FFFD and a
+signature over one card verifies another). `DECODER` refuses the numbers while
+parsing; `surrogate_pointer` finds a lone surrogate in the decoded value, after the
+cheap `may_hold_surrogate` test on the text says there could be one.
+
+`io.manifest.load_json_document` (card.json, signatures, every small JSON document)
+and `importers.json_stream` (large source files, value by value) are built on these.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+__all__ = [
+    "DECODER",
+    "JsonValueError",
+    "decoder",
+    "may_hold_surrogate",
+    "reject_constant",
+    "surrogate_pointer",
+]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# An escape of a UTF-16 surrogate; a valid pair decodes to one character, a lone one stays.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JsonValueError(ValueError):
+    """A JSON value the strict decoder refuses (a number out of range, a constant)."""
+
+
+def reject_constant(name: str) -> Any:
+    """`parse_constant` hook that refuses NaN and Infinity (they are not JSON)."""
+    raise JsonValueError(f"non-standard JSON constant {name}; JSON numbers are finite")
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > 19 or not _INT64_MIN <= (value := int(text)) <= _INT64_MAX:
+        shown = text if len(text) <= 24 else f"{text[:20]}... ({digits:,} digits)"
+        raise JsonValueError(f"integer {shown} is outside the 64-bit range")
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonValueError(f"number {text[:30]} is outside the range of a 64-bit float")
+    return value
+
+
+def decoder(**kwargs: Any) -> json.JSONDecoder:
+    """A `json.JSONDecoder` with the strict number hooks (and any other keyword of JSONDecoder)."""
+    return json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=reject_constant, **kwargs)
+
+
+#: The strict decoder without an object hook (importers' records).
+DECODER = decoder()
+
+
+def may_hold_surrogate(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Whether text[start:end] has a surrogate escape (so its value may hold a lone surrogate)."""
+    return _SURROGATE_ESCAPE.search(text, start, len(text) if end is None else end) is not None
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def surrogate_pointer(value: Any) -> str | None:
+    """The JSON pointer of the first string or key in `value` holding a lone surrogate, or None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        pointer, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return pointer or "/"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if _SURROGATE.search(key):
+                    return f"{pointer}/{_escape(key.encode('utf-8', 'backslashreplace').decode())}"
+                stack.append((f"{pointer}/{_escape(key)}", child))
+        elif isinstance(item, list):
+            stack.extend((f"{pointer}/{i}", child) for i, child in enumerate(item))
+    return None
