@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 __all__ = [
+    "CONSTANTS_DECODER",
     "DECODER",
     "JsonValueError",
     "decoder",
@@ -66,6 +67,10 @@ def decoder(**kwargs: Any) -> json.JSONDecoder:
 
 #: The strict decoder without an object hook (importers' records).
 DECODER = decoder()
+#: The same, but NaN / Infinity / -Infinity literals are read as floats: for sources whose
+#: writer emits them (Python's json does; Inspect logs mark unscored samples with NaN).
+#: Numerals stay strict (1e999 and integers beyond int64 are still refused).
+CONSTANTS_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float)
 
 
 def may_hold_surrogate(text: str, start: int = 0, end: int | None = None) -> bool:

@@ -5,8 +5,16 @@
 the loader parses the sample when called, so a bad sample is one malformed record.
 
 A `.eval` archive goes through `SafeZip` (member count, sizes and compression ratio
-capped before anything is decompressed; nothing is extracted); an archive whose run
-did not finish has only `_journal/start.json`, which is read instead of the header.
+capped before anything is decompressed; nothing is extracted; stored, deflate and zstd
+members are decoded as bounded streams): the header may decode to at most
+MAX_HEADER_BYTES and one sample to MAX_SAMPLE_BYTES, so a member that inflates to
+600 MB is refused after its budget, not allocated. An archive whose run did not finish
+has only `_journal/start.json`, which is read instead of the header.
+
+JSON is decoded strictly (`jsondoc`: integers within int64, finite numerals, lone
+surrogates refused with their JSON pointer), except that Inspect's `NaN` and
+`Infinity` literals (Python's json writes them; NaN marks an unscored sample) are
+read as floats.
 A `.json` log is size-capped and streamed: the header first, then the samples in the
 same pass when `eval` comes before `samples` (as Inspect writes them), otherwise in a
 second pass.
@@ -25,12 +33,16 @@ from .json_stream import JsonStream, parse_json
 from .session import ImportSession
 from .zip_reader import SafeZip
 
-__all__ = ["MAX_JSON_LOG_BYTES", "MAX_SAMPLE_CHARS", "InspectLog", "open_log"]
+__all__ = ["MAX_HEADER_BYTES", "MAX_JSON_LOG_BYTES", "MAX_SAMPLE_BYTES", "MAX_SAMPLE_CHARS", "InspectLog",
+           "open_log"]
 
 #: A .json log larger than this is refused before it is read; one sample may hold at most
 #: MAX_SAMPLE_CHARS characters (the stream buffers one sample at a time).
 MAX_JSON_LOG_BYTES = 64 * 1024**3
 MAX_SAMPLE_CHARS = 1024**3
+#: Decoded-size budgets of `.eval` members: the header (or journal start) and one sample.
+MAX_HEADER_BYTES = 64 * 1024**2
+MAX_SAMPLE_BYTES = 512 * 1024**2
 _SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
 _KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 
@@ -75,7 +87,8 @@ def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> Insp
                      "which has no results")
     else:
         raise SourceFormatError("is a zip archive but not an Inspect log (no header.json)", file=str(path))
-    header = _json(archive.read(header_name), str(path), header_name)
+    header = _json(archive.read(header_name, budget=MAX_HEADER_BYTES, what="an Inspect log header"),
+                   str(path), header_name)
     if not isinstance(header, dict):
         raise SourceFormatError("is not an Inspect log: the header is not a JSON object", file=str(path), record=header_name)
     names = archive.names()
@@ -100,11 +113,11 @@ def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
 
 
 def _member_json(archive: SafeZip, file: str, member: str) -> Any:
-    return _json(archive.read(member), file, member)
+    return _json(archive.read(member, budget=MAX_SAMPLE_BYTES, what="one Inspect sample"), file, member)
 
 
 def _json(data: bytes, file: str, member: str) -> Any:
-    return parse_json(data, file, member)
+    return parse_json(data, file, member, constants=True)
 
 
 def _open_json(path: Path, stack: list[Any]) -> InspectLog:
@@ -116,7 +129,7 @@ def _open_json(path: Path, stack: list[Any]) -> InspectLog:
                                 file=str(path))
     fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
     stack.append(fh)
-    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
+    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS, constants=True)
     header: dict[str, Any] = {}
     keys = stream.object_keys()
     samples_first = False
@@ -145,7 +158,7 @@ def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> Sa
 def _second_pass(path: Path, stack: list[Any]) -> Samples:
     fh = open(path, "rb")  # noqa: SIM115 - closed by the caller's stack
     stack.append(fh)
-    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS)
+    stream = JsonStream(fh, str(path), max_value_chars=MAX_SAMPLE_CHARS, constants=True)
     for key in stream.object_keys():
         if key != "samples":
             stream.skip_value()

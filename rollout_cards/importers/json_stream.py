@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import SourceFormatError
+from ..jsondoc import CONSTANTS_DECODER as _CONSTANTS_DECODER
 from ..jsondoc import DECODER as _DECODER
 from ..jsondoc import may_hold_surrogate, reject_constant, surrogate_pointer
 
@@ -51,14 +52,14 @@ def _surrogate_problem(text: str, start: int, end: int, value: Any) -> str | Non
     return None if pointer is None else f"{pointer} {_LONE_SURROGATE}"
 
 
-def _decode(data: bytes | str) -> Any:
+def _decode(data: bytes | str, decoder: json.JSONDecoder = _DECODER) -> Any:
     """A whole document, decoded strictly; ValueError says what is wrong and where."""
     try:
         text = data if isinstance(data, str) else data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"is not valid UTF-8 at byte {exc.start}: {exc.reason}") from None
     try:
-        value = _DECODER.decode(text)
+        value = decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"is not valid JSON at character {exc.pos}: {exc.msg}") from None
     except ValueError as exc:
@@ -71,10 +72,11 @@ def _decode(data: bytes | str) -> Any:
     return value
 
 
-def parse_json(data: bytes | str, name: str, record: str | None = None) -> Any:
-    """One whole JSON document, decoded strictly; SourceFormatError names `name` and `record`."""
+def parse_json(data: bytes | str, name: str, record: str | None = None, *, constants: bool = False) -> Any:
+    """One whole JSON document, decoded strictly; SourceFormatError names `name` and `record`.
+    `constants`: NaN / Infinity literals are read as floats (`jsondoc.CONSTANTS_DECODER`)."""
     try:
-        return _decode(data)
+        return _decode(data, _CONSTANTS_DECODER if constants else _DECODER)
     except ValueError as exc:
         raise SourceFormatError(str(exc), file=name, record=record) from None
 
@@ -82,7 +84,9 @@ def parse_json(data: bytes | str, name: str, record: str | None = None) -> Any:
 class JsonStream:
     """A pull parser over a binary file holding one JSON document."""
 
-    def __init__(self, fh: BinaryIO, name: str, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS):
+    def __init__(
+        self, fh: BinaryIO, name: str, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS, constants: bool = False
+    ):
         self._fh = fh
         self.name = name
         self._decode = codecs.getincrementaldecoder("utf-8")("strict")
@@ -91,6 +95,7 @@ class JsonStream:
         self._base = 0  # characters dropped from the front of the buffer so far
         self._eof = False
         self._max = max_value_chars
+        self._decoder = _CONSTANTS_DECODER if constants else _DECODER  # constants: NaN, Infinity read
         self.record: str | None = None  # label used in error messages
 
     # -- buffer ---------------------------------------------------------------------
@@ -151,7 +156,7 @@ class JsonStream:
         while True:
             start = self._pos
             try:
-                value, end = _DECODER.raw_decode(self._buf, start)
+                value, end = self._decoder.raw_decode(self._buf, start)
             except json.JSONDecodeError as exc:
                 cut = exc.msg.startswith("Unterminated string") or exc.pos >= len(self._buf) - _TAIL
                 if cut and not self._eof:

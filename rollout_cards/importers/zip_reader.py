@@ -1,23 +1,47 @@
-"""Read members of an untrusted zip archive into memory, never onto disk.
+"""Read members of an untrusted zip archive as bounded streams, never onto disk.
 
 Before any member is read, the central directory is checked: member count, each
 member's declared size, the total, the compression ratio of large members, the
 names (relative, no `..`, no backslashes or NUL, no duplicates) and encryption.
-Reading then stops at the declared size, so a member that inflates beyond what
-its header claims is refused rather than allocated.
+
+A member is then read as a stream (`open`), decompressed here rather than by
+`zipfile` (which cannot decompress zstd, method 93, before Python 3.14):
+
+- stored (0), deflate (8) and zstd (93, via `zstandard`) are read; any other method
+  is refused with an error naming the member and its method;
+- every read returns at most the bytes asked for (a 64 KB zstd block can expand to
+  gigabytes, so output is bounded, not input);
+- decoding stops at the member's declared size (a member that inflates beyond what
+  its header claims is refused) and at the caller's `budget`, so a header that
+  inflates to 600 MB is refused after `budget` bytes, not allocated;
+- at the end the decoded size and the CRC-32 must match the directory.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import zipfile
+import zlib
 from dataclasses import dataclass
 from types import TracebackType
+from typing import BinaryIO
+
+import zstandard
 
 from ..errors import CardFormatError, SourceFormatError
 from ..io.reader import safe_relative
 
-__all__ = ["SafeZip", "ZipLimits"]
+__all__ = ["METHODS", "SafeZip", "ZipLimits"]
+
+#: Compression methods this reader decodes, by zip method number.
+METHODS = {0: "stored", 8: "deflate", 93: "zstd"}
+_KNOWN_METHODS = {**METHODS, 1: "shrink", 6: "implode", 9: "deflate64", 12: "bzip2", 14: "lzma", 95: "xz", 98: "ppmd"}
+_LOCAL = struct.Struct("<IHHHHHIIIHH")
+_LOCAL_SIG = 0x04034B50
+_RAW_CHUNK = 1 << 16
+#: zstd frames may ask for a window this large at most (libzstd's default decoding limit)
+_ZSTD_MAX_WINDOW = 1 << 27
 
 
 @dataclass(frozen=True)
@@ -34,17 +58,19 @@ class ZipLimits:
 
 
 class SafeZip:
-    """A zip archive whose directory passed `ZipLimits`; `read(name)` returns a member's bytes."""
+    """A zip archive whose directory passed `ZipLimits`; `open(name)` streams a member,
+    `read(name)` returns its bytes."""
 
     def __init__(self, path: str | os.PathLike[str], name: str, limits: ZipLimits = ZipLimits()):
         self.name = name
         self.limits = limits
         try:
             self._zip = zipfile.ZipFile(path)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
             raise SourceFormatError(f"is not a readable zip archive: {exc}", file=name) from None
         try:
             self._members = self._check(self._zip.infolist())
+            self._fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         except BaseException:
             self._zip.close()
             raise
@@ -89,30 +115,59 @@ class SafeZip:
     def __contains__(self, name: str) -> bool:
         return name in self._members
 
-    def read(self, name: str) -> bytes:
-        """The bytes of member `name`, read in chunks and stopped at its declared size."""
+    def size(self, name: str) -> int:
+        """The decoded size member `name` declares."""
+        return self._info(name).file_size
+
+    def method(self, name: str) -> str:
+        """The compression method of member `name`, by name (e.g. 'zstd')."""
+        number = self._info(name).compress_type
+        return _KNOWN_METHODS.get(number, f"method {number}")
+
+    def _info(self, name: str) -> zipfile.ZipInfo:
         info = self._members.get(name)
         if info is None or info.is_dir():
             raise SourceFormatError("member is missing from the archive", file=self.name, record=name)
-        chunks: list[bytes] = []
-        got = 0
-        try:
-            with self._zip.open(info) as fh:
-                while True:
-                    chunk = fh.read(min(1 << 20, info.file_size - got + 1))
-                    if not chunk:
-                        break
-                    got += len(chunk)
-                    if got > info.file_size:
-                        raise self._fail(f"member inflates beyond its declared {info.file_size} bytes", name)
-                    chunks.append(chunk)
-        except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
-            raise self._fail(f"member cannot be decompressed: {exc}", name) from None
-        return b"".join(chunks)
+        return info
+
+    def open(self, name: str, *, budget: int | None = None, what: str = "member") -> MemberStream:
+        """A stream of member `name`'s decoded bytes. More than `budget` decoded bytes is an
+        error naming the member (`what` says what the budget is for, e.g. 'an Inspect header')."""
+        info = self._info(name)
+        if info.compress_type not in METHODS:
+            raise self._fail(
+                f"member cannot be decompressed: it uses compression method {info.compress_type} "
+                f"({_KNOWN_METHODS.get(info.compress_type, 'unknown')}); this reader decodes "
+                + ", ".join(f"{v} ({k})" for k, v in METHODS.items()),
+                name,
+            )
+        if budget is not None and info.file_size > budget:
+            raise self._fail(
+                f"member declares {info.file_size} bytes, more than the {budget}-byte budget for {what}", name
+            )
+        self._fh.seek(info.header_offset)
+        head = self._fh.read(_LOCAL.size)
+        if len(head) < _LOCAL.size or _LOCAL.unpack(head)[0] != _LOCAL_SIG:
+            raise self._fail("member's local header is missing or corrupt", name)
+        fields = _LOCAL.unpack(head)
+        if fields[3] != info.compress_type:
+            raise self._fail(
+                f"member's local header says compression method {fields[3]}, its directory entry "
+                f"{info.compress_type}",
+                name,
+            )
+        start = info.header_offset + _LOCAL.size + fields[9] + fields[10]
+        return MemberStream(self, info, start, budget, what)
+
+    def read(self, name: str, *, budget: int | None = None, what: str = "member") -> bytes:
+        """The bytes of member `name` (see `open`)."""
+        with self.open(name, budget=budget, what=what) as stream:
+            return stream.read()
 
     def close(self) -> None:
         """Close the archive."""
         self._zip.close()
+        self._fh.close()
 
     def __enter__(self) -> SafeZip:
         return self
@@ -121,6 +176,118 @@ class SafeZip:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class MemberStream:
+    """Decoded bytes of one member; `read(n)` returns at most n bytes (all with n < 0)."""
+
+    def __init__(self, archive: SafeZip, info: zipfile.ZipInfo, start: int, budget: int | None, what: str):
+        self._archive = archive
+        self._info = info
+        self.name = info.filename
+        self._pos = start  # next compressed byte to read, in the archive file
+        self._left = info.compress_size  # compressed bytes not read yet
+        self._limit = info.file_size if budget is None else min(info.file_size, budget)
+        self._budget = budget
+        self._what = what
+        self._got = 0
+        self._crc = 0
+        self._done = False
+        method = info.compress_type
+        if method == 93:
+            dctx = zstandard.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW)
+            self._zstd = dctx.stream_reader(_RawReader(self), read_across_frames=True, read_size=_RAW_CHUNK)
+        else:
+            self._zstd = None
+        self._inflate = zlib.decompressobj(-15) if method == 8 else None
+        self._tail = b""  # deflate input not consumed yet
+
+    def _fail(self, message: str) -> SourceFormatError:
+        return self._archive._fail(message, self.name)
+
+    def _raw(self, n: int) -> bytes:
+        n = min(n, self._left)
+        if n <= 0:
+            return b""
+        fh = self._archive._fh
+        fh.seek(self._pos)
+        data = fh.read(n)
+        if len(data) < n:
+            raise self._fail("member's data is cut short (the archive is truncated)")
+        self._pos += n
+        self._left -= n
+        return data
+
+    def _decode(self, n: int) -> bytes:
+        """Up to n decoded bytes (b"" at the end of the member's data)."""
+        try:
+            if self._zstd is not None:
+                return self._zstd.read(n)
+            if self._inflate is None:
+                return self._raw(n)
+            while True:
+                if not self._tail:
+                    self._tail = self._raw(_RAW_CHUNK)
+                    if not self._tail:
+                        return b""  # end of the data; _finish checks the size and CRC
+                out = self._inflate.decompress(self._tail, n)
+                self._tail = self._inflate.unconsumed_tail
+                if out or self._inflate.eof:
+                    return out
+        except (zlib.error, zstandard.ZstdError) as exc:
+            method = METHODS[self._info.compress_type]
+            raise self._fail(f"member cannot be decompressed ({method}): {exc}") from None
+
+    def read(self, n: int = -1) -> bytes:
+        """At most n decoded bytes (n < 0: the rest); b"" at the end."""
+        if n is None or n < 0:
+            chunks = []
+            while chunk := self.read(1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        if self._done or n == 0:
+            return b""
+        # ask for one byte more than allowed, so that inflating beyond the limit is seen
+        data = self._decode(min(n, self._limit - self._got + 1))
+        self._got += len(data)
+        if self._got > self._limit:
+            if self._budget is not None and self._got > self._budget:
+                raise self._fail(f"member decodes to more than the {self._budget}-byte budget for {self._what}")
+            raise self._fail(f"member inflates beyond its declared {self._info.file_size} bytes")
+        self._crc = zlib.crc32(data, self._crc)
+        if not data:
+            self._finish()
+        return data
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._got != self._info.file_size:
+            raise self._fail(f"member decodes to {self._got} bytes, its directory entry says {self._info.file_size}")
+        if self._crc != self._info.CRC:
+            raise self._fail("member's CRC-32 does not match its directory entry (corrupt data)")
+
+    def close(self) -> None:
+        """Release the decompressor."""
+        self._done = True
+        self._zstd = None
+
+    def __enter__(self) -> MemberStream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _RawReader:
+    """The compressed bytes of a member, as a file for zstandard's stream reader."""
+
+    def __init__(self, stream: MemberStream):
+        self._stream = stream
+
+    def read(self, n: int = -1) -> bytes:
+        return self._stream._raw(_RAW_CHUNK if n is None or n < 0 else n)
 
 
 def _unsafe_name(name: str) -> bool:

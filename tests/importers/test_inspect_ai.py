@@ -182,3 +182,26 @@ def test_all_four_logs_in_one_card(tmp_path):
     assert card.manifest.provenance.environment is None  # several tasks: named per log in meta
     assert len(card.manifest.meta["inspect"]["logs"]) == 4
     assert_valid(result.path)
+
+
+ALL_LOGS = [
+    SCORED, UNSCORED, BROWSER, SECURITY, "inspect/log_message_deduplication.eval", "inspect/log_formats.eval",
+    "inspect/log_formats.json", "inspect/log_streaming.eval", "inspect/retry-2-then-success.legacy.eval",
+    "inspect/inspect-0.3.285/2026-12-01T08-28-13-00-00_arith_Hh2t2nyvhoxHw7V9XZW4PJ.eval",
+    "inspect/inspect-0.3.285/2026-12-01T08-28-14-00-00_arith_VdKqNirU4VLYR5rpgCL6Mg.eval",
+    "inspect/inspect-0.3.285/2026-12-01T08-28-36-00-00_mcq_eyWbPhBuprdGGCQYdr8DEK.eval",
+    "inspect/inspect-0.3.285/2026-12-01T08-30-51-00-00_mcq_7AZHZLVce5zatHdaC2RYF8.json",
+]
+
+
+@pytest.mark.parametrize("rel", ALL_LOGS)
+def test_every_log_generation_imports_and_validates(tmp_path, rel):
+    path = external(rel)
+    if path.suffix == ".eval":  # count the sample members from the zip directory (no decompression needed)
+        with zipfile.ZipFile(path) as zf:
+            expected = sum(1 for n in zf.namelist() if n.startswith("samples/") and n.endswith(".json"))
+    else:
+        expected = len(json.loads(path.read_text())["samples"])
+    result, _ = run_import("inspect", [path], tmp_path / "card")
+    assert result.episodes == expected
+    assert_valid(result.path)

@@ -98,3 +98,88 @@ def test_a_member_larger_than_its_header_says_is_refused(tmp_path):
     path.write_bytes(bytes(raw))
     with SafeZip(path, "lie.zip") as archive, pytest.raises(SourceFormatError, match="lie.zip, record m"):
         archive.read("m")
+
+
+def _zstd_zip(path, members: dict[str, bytes]) -> None:
+    """A zip whose members are zstd-compressed (method 93), as Inspect writes .eval logs."""
+    import zstandard
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zf.writestr(zipfile.ZipInfo(name, (2025, 1, 1, 0, 0, 0)), data)
+    raw = bytearray(path.read_bytes())
+    out = bytearray()
+    # rebuild: each local entry gets zstd data, method 93, and the directory is rewritten to match
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+    central = []
+    for info in infos:
+        data = members[info.filename]
+        packed = zstandard.ZstdCompressor().compress(data)
+        offset = len(out)
+        name = info.filename.encode()
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 63, 0, 93, 0, 0x21, info.CRC, len(packed), len(data), len(name), 0)
+        out += name + packed
+        central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 63, 63, 0, 93, 0, 0x21, info.CRC, len(packed),
+                                   len(data), len(name), 0, 0, 0, 0, 0, offset) + name)
+    cd_start = len(out)
+    for entry in central:
+        out += entry
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(central), len(central), len(out) - cd_start, cd_start, 0)
+    del raw
+    path.write_bytes(bytes(out))
+
+
+def test_zstd_members_are_decoded(tmp_path):
+    path = tmp_path / "z.eval"
+    body = b'{"k": "' + b"v" * 100_000 + b'"}'
+    _zstd_zip(path, {"header.json": b"{}", "samples/1_epoch_1.json": body})
+    with SafeZip(path, "z.eval") as archive:
+        assert archive.method("samples/1_epoch_1.json") == "zstd"
+        assert archive.read("samples/1_epoch_1.json") == body
+        with archive.open("samples/1_epoch_1.json") as stream:
+            assert len(stream.read(10)) == 10  # bounded reads
+
+
+def test_unreadable_method_is_named(tmp_path):
+    buf = io.BytesIO()
+    _zip(buf, {"header.json": b"{}"}, method=zipfile.ZIP_STORED)
+    raw = bytearray(buf.getvalue())
+    for sig, at in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # method field of local and central headers
+        struct.pack_into("<H", raw, raw.index(sig) + at, 14)
+    path = tmp_path / "lzma.eval"
+    path.write_bytes(bytes(raw))
+    with SafeZip(path, "lzma.eval") as archive, pytest.raises(SourceFormatError) as err:
+        archive.read("header.json")
+    assert "record header.json" in str(err.value) and "compression method 14 (lzma)" in str(err.value)
+
+
+def test_budget_stops_a_member_that_inflates_within_the_ratio_cap(tmp_path):
+    path = tmp_path / "bomb.eval"
+    _zip(path, {"header.json": b" " * (8 << 20)})  # deflate: ~8 KB that inflates to 8 MB (ratio ~1000)
+    with SafeZip(path, "bomb.eval", ZipLimits(max_ratio=2000)) as archive:
+        with pytest.raises(SourceFormatError, match="budget for an Inspect header"):
+            archive.read("header.json", budget=1 << 20, what="an Inspect header")
+        assert len(archive.read("header.json", budget=16 << 20)) == 8 << 20
+
+
+def test_budget_applies_to_what_is_decoded_not_only_to_what_is_declared(tmp_path):
+    buf = io.BytesIO()
+    _zip(buf, {"m": b"z" * (4 << 20)})
+    raw = bytearray(buf.getvalue())
+    struct.pack_into("<I", raw, raw.index(b"PK\x01\x02") + 24, 1000)  # directory claims 1000 bytes
+    path = tmp_path / "lie.zip"
+    path.write_bytes(bytes(raw))
+    with SafeZip(path, "lie.zip") as archive, pytest.raises(SourceFormatError, match="beyond its declared 1000"):
+        archive.read("m", budget=1 << 20)
+
+
+def test_corrupt_data_fails_the_crc(tmp_path):
+    buf = io.BytesIO()
+    _zip(buf, {"m": b"hello world"}, method=zipfile.ZIP_STORED)
+    raw = bytearray(buf.getvalue())
+    raw[raw.index(b"hello")] = ord("j")
+    path = tmp_path / "crc.zip"
+    path.write_bytes(bytes(raw))
+    with SafeZip(path, "crc.zip") as archive, pytest.raises(SourceFormatError, match="CRC-32"):
+        archive.read("m")
