@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+import rollout_cards as rc
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.agentbench import STATUS_MAP
+from tests.conftest import external
+from tests.importers.conftest import assert_valid, run_import
+
+REAL = "agentbench/medagentbench-std_gemini-2.0/runs.jsonl"
+
+
+def _line(index, status="completed", history=None, **extra):
+    return {"index": index, "error": None, "info": None,
+            "output": {"index": index, "status": status, "result": "[1]",
+                       "history": history if history is not None else [
+                           {"role": "user", "content": "q"}, {"role": "agent", "content": "FINISH([1])"}]},
+            "time": {"timestamp": 1737158137875, "str": "2025-01-17 15:55:37"}, **extra}
+
+
+def _write(tmp_path, lines, name="runs.jsonl"):
+    d = tmp_path / "outputs" / "gpt-x" / "webshop-std"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / name
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def test_the_real_run_imports_with_agentbench_own_status_shares(tmp_path):
+    path = external(REAL)
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    result, card = run_import("agentbench", [path], tmp_path / "c")
+    assert result.episodes == len(lines) == 46
+    statuses = Counter(x["output"]["status"] for x in lines)
+    assert result.statuses == {"completed": statuses["completed"], "error": statuses["agent invalid action"]}
+    reported = {r["rule"]: r["reported"][0]["value"] for r in result.rules}
+    # AgentBench's calculate_overall: count of the status / number of lines
+    assert reported["agentbench.validation.completed"] == pytest.approx(25 / 46)
+    assert reported["agentbench.validation.agent_invalid_action"] == pytest.approx(21 / 46)
+    ep = {e["task.index"]: e for e in card.episodes().to_pylist()}
+    first = lines[0]
+    assert ep[str(first["index"])]["meta.result"] == first["output"]["result"]
+    assert ep[str(first["index"])]["n_steps"] == len(first["output"]["history"])
+    steps = card.steps(filter=f"episode_id == '{ep[str(first['index'])]['episode_id']}'").to_pylist()
+    assert [s["role"] for s in steps] == [{"agent": "assistant"}.get(m["role"], m["role"])
+                                          for m in first["output"]["history"]]
+    assert [s["content"] for s in steps] == [m["content"] for m in first["output"]["history"]]
+    assert_valid(tmp_path / "c")
+
+
+def test_every_sample_status_maps_and_is_kept(tmp_path):
+    lines = [_line(i, status) for i, status in enumerate(STATUS_MAP)]
+    lines.append({**_line(99), "error": "worker died: ConnectionError"})
+    result, card = run_import("agentbench", [_write(tmp_path, lines)], tmp_path / "c")
+    eps = {e["task.index"]: e for e in card.episodes().to_pylist()}
+    for i, status in enumerate(STATUS_MAP):
+        assert eps[str(i)]["status"] == STATUS_MAP[status] and eps[str(i)]["meta.status"] == status
+    assert eps["99"]["status"] == "error" and eps["99"]["error_message"] == "worker died: ConnectionError"
+    assert eps["3"]["error_type"] == "agent invalid action" and eps["2"]["status"] == "limit"
+    first = eps["0"]
+    assert first["agent"] == "gpt-x" and first["task_id"] == "webshop-std/0" and first["ended_at"] is not None
+    assert first["ended_at"].timestamp() == pytest.approx(1737158137.875)
+    shares = {r["rule"]: r["reported"][0]["value"] for r in result.rules}
+    assert shares["agentbench.validation.completed"] == pytest.approx(2 / len(lines))  # 0 and the error line
+    assert_valid(tmp_path / "c")
+
+
+def test_openai_style_history_with_tool_calls(tmp_path):
+    history = [{"role": "user", "content": "go"},
+               {"role": "assistant", "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "click", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    _result, card = run_import("agentbench", [_write(tmp_path, [_line(0, history=history)])], tmp_path / "c")
+    kinds = card.steps(columns=["kind", "call_id"]).to_pylist()
+    assert kinds == [{"kind": "message", "call_id": None}, {"kind": "tool_call", "call_id": "c1"},
+                     {"kind": "tool_result", "call_id": "c1"}]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"index": 1, "output": {"status": "finished"}}', "output.status 'finished' is not an AgentBench"),
+    ('{"index": true, "output": {"status": "completed"}}', "index True is not a sample index"),
+    ('{"index": 1, "output": {"status": "completed", "history": {"a": 1}}}', "output.history is dict"),
+    ('{"index": 1, "output": {"status": "completed"}, "time": {"timestamp": 1e999}}', "line 2"),
+    ('{"index": 1, "output": {"status": "completed"}, "time": {"timestamp": -5}}', "not epoch milliseconds"),
+    ('{"index": 1, "output": [1]}', "output is list"),
+    ('{"index": 1, "output": {"status": "completed"', "line 2"),
+])
+def test_bad_lines_name_file_line_and_field(tmp_path, line, message):
+    path = _write(tmp_path, [_line(0), line])
+    with pytest.raises(SourceFormatError) as info:
+        run_import("agentbench", [path], tmp_path / "c")
+    assert message in str(info.value) and "runs.jsonl" in str(info.value)
+    assert not (tmp_path / "c").exists()
+
+
+def test_keep_going_imports_the_rest_and_declares_what_it_skipped(tmp_path):
+    path = _write(tmp_path, [_line(0), '{"index": 1, "output": {"status": "bogus"}}', _line(2), _line(2)])
+    result, card = run_import("agentbench", [path], tmp_path / "c", keep_going=True)
+    assert result.episodes == 2 and len(result.malformed) == 2
+    assert {m.record.split(" ")[1] for m in result.malformed} == {"2", "4"}
+    drop = next(d for d in card.manifest.drops if d.declaration == "source_malformed")
+    assert drop.count == 2
+    assert_valid(tmp_path / "c")
+
+
+def test_error_jsonl_lines_are_errors_and_the_task_option_names_the_task(tmp_path):
+    path = _write(tmp_path, [{**_line(0), "error": "boom", "output": None}], name="error.jsonl")
+    _r, card = run_import("agentbench", [path], tmp_path / "c", options={"task": "alfworld"})
+    (ep,) = card.episodes().to_pylist()
+    assert ep["status"] == "error" and ep["task_id"] == "alfworld/0" and ep["n_steps"] == 0
+    assert rc.open(tmp_path / "c").manifest.provenance.sources[0].name == "error.jsonl"
