@@ -34,6 +34,7 @@ import pyarrow.fs as pafs
 
 from ..errors import CardFormatError, RolloutCardError, UnsafeArchiveError
 from ..model.card import CardManifest
+from ..regular_files import NotRegularFileError, open_regular_fd
 from .hashing import CHUNK, root_digest
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 from .packing import MANIFEST, PackResult, copy_hashed, pack_card
@@ -67,9 +68,10 @@ class ArchiveSource:
         self._mmap: mmap.mmap | None = None
         self._buffer: pa.Buffer | None = None
         self._lock = threading.Lock()
-        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-        try:
-            self._fd = os.open(self.path, flags)
+        try:  # a FIFO or device is refused without blocking
+            self._fd = open_regular_fd(self.path, follow_symlinks=False)
+        except NotRegularFileError:
+            raise UnsafeArchiveError("is not a regular file", member=self.name, rule="not-a-regular-file") from None
         except OSError as exc:
             raise CardFormatError(f"{self.path}: cannot open: {exc.strerror}") from None
         try:

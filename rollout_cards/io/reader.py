@@ -331,7 +331,7 @@ def open_card(path: str | os.PathLike[str]) -> Card:
     root = Path(path)
     if root.is_dir():
         source: CardSource = DirectorySource(root)
-    elif root.is_file():
+    elif root.is_file() or root.exists():  # a FIFO or device: the archive source refuses it, without blocking
         from . import archive_source
 
         source = archive_source(root)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import ExpressionError, RuleError
 from ..model.rule import Rule
+from ..regular_files import NotRegularFileError, open_regular
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from ..yamldoc import dotted as _dotted
 from .expressions import parse_expression
@@ -195,12 +196,14 @@ def load_rule(source: str | os.PathLike[str] | Rule) -> Rule:
     path = Path(source)
     name = str(source)
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             data = fh.read(MAX_RULE_BYTES + 1)
     except FileNotFoundError:
         raise RuleError("no such rule file; check the path", file=name) from None
     except IsADirectoryError:
         raise RuleError("is a directory, not a rule file", file=name) from None
+    except NotRegularFileError as exc:
+        raise RuleError(f"{exc.strerror} (a rule file)", file=name) from None
     except OSError as exc:
         raise RuleError(f"cannot read the rule file: {exc.strerror}", file=name) from None
     if len(data) > MAX_RULE_BYTES:
