@@ -13,6 +13,12 @@ from ..rules.rescore import rescore as rescore_card
 from . import app, run
 
 
+class Adjustment(StrEnum):
+    holm = "holm"
+    bh = "bh"
+    none = "none"
+
+
 class RescoreFormat(StrEnum):
     table = "table"
     json = "json"
@@ -34,8 +40,28 @@ def rescore(
         int | None,
         typer.Option("--seed", min=0, help="Seed of every bootstrap (overrides the rules' seeds)."),
     ] = None,
+    against: Annotated[
+        list[str] | None,
+        typer.Option("--against", help="Compare alternatives only with this declared rule id; repeat for more."),
+    ] = None,
+    pair_on: Annotated[
+        list[str] | None,
+        typer.Option("--pair-on", help="Column(s) rule differences pair on (default: the coarser unit)."),
+    ] = None,
+    adjust: Annotated[
+        Adjustment, typer.Option("--adjust", help="p-value adjustment over every printed comparison.")
+    ] = Adjustment.holm,
 ) -> None:
     """Replay the card's rules and alternative rules on the same episodes: headlines per
-    group, paired differences against the declared rules, and rank changes."""
-    report = run(rescore_card, card, list(rule or []), seed=seed)
+    group, paired differences against the declared rules (with p-values adjusted as one
+    family), rank changes (flips inside the noise labelled), and ranks with intervals."""
+    report = run(
+        rescore_card,
+        card,
+        list(rule or []),
+        seed=seed,
+        against=list(against or []) or None,
+        pair_on=list(pair_on or []) or None,
+        adjust=adjust.value,
+    )
     typer.echo(render(report, format.value), nl=False)

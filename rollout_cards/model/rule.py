@@ -233,6 +233,8 @@ class Aggregate(_Model):
     """Episode columns whose values form strata: results per stratum, and pooled."""
     weights: StratumWeights = StratumWeights.EQUAL
     """How strata are pooled: equal (each stratum 1/S) or by_count (by observations)."""
+    higher_is_better: bool = True
+    """Direction of the metric: false when lower is better (cost, error rate); rank 1 is then the lowest."""
 
     @field_validator("unit")
     @classmethod

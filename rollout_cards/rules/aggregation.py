@@ -6,13 +6,15 @@ per unit), which merges across batches; everything here is computed from those.
 `auto` picks Wilson for a mean of 0/1 scores when every unit is one observation
 (the episode, or the reduce key after a reduce), the cluster-robust t interval for
 other means, and the seeded percentile bootstrap over units for median and IQM.
-Methods that cannot apply raise RuleError at `aggregate.interval.method` with the fix.
+Methods that cannot apply to the rule raise RuleError at `aggregate.interval.method`
+with the fix; a cell the data cannot support (one unit, zero events under a
+bootstrap) gets an undefined interval and a warning, never a failed report.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,15 +34,21 @@ from ..stats import (
     undefined_interval,
     wilson_interval,
 )
+from ..stats._resample import unit_values_of, zero_event_kind
+from ..stats.exact_bootstrap import DEFAULT_EXACT_UNITS
 from ..stats.intervals import REASON_NO_DATA, REASON_ONE_UNIT, negligible, t_interval
+from ..stats.pvalues import bootstrap_p_value, mcnemar_exact, t_p_value
+from ..stats.units import align_units
 
 __all__ = [
     "CellSummary",
     "PairedResult",
     "best_of_k_warning",
+    "group_difference",
     "headline",
     "paired",
     "pooled_interval",
+    "pooled_warnings",
     "resolve_method",
 ]
 
@@ -139,8 +147,33 @@ def headline(
             )
     else:
         name = "ratio" if statistic == "mean" else statistic
+        kind = zero_event_kind(unit_values_of(units))
+        if method == "exact_bootstrap" and units.n_units > DEFAULT_EXACT_UNITS:
+            warnings.append(
+                f"exact_bootstrap enumerates at most {DEFAULT_EXACT_UNITS} units and {where} has "
+                f"{units.n_units} units of {unit}: the seeded percentile bootstrap "
+                f"({spec.resamples} resamples) is used instead"
+            )
+            method = "bootstrap"
         try:
-            if method == "bootstrap":
+            if kind is not None and spec.method is IntervalMethod.AUTO:
+                # auto chose the bootstrap, and for this cell every resample is identical:
+                # say so here and keep the other cells (an explicit bootstrap still fails).
+                interval = undefined_interval(
+                    method,
+                    level,
+                    units.n,
+                    units.n_units,
+                    f"undefined ({kind}: every resample gives {value:g})",
+                    estimate=value,
+                    details={"statistic": name},
+                )
+                warnings.append(
+                    f"no {method} interval for {where}: {kind} in {units.n} observations, so "
+                    "every resample is identical; for a proportion use wilson or "
+                    "clopper_pearson (the statistic mean), which give an exact bound"
+                )
+            elif method == "bootstrap":
                 interval = bootstrap_interval(
                     units,
                     statistic=name,
@@ -155,6 +188,15 @@ def headline(
                 )
         except StatisticsError as exc:
             raise _statistics_error(exc, method, file) from None
+    if statistic != "mean" and not unit_is_observation:
+        # rliable's median/IQM are over episode (run × task) scores; here each unit's
+        # observations are averaged first, which is a different statistic: name it.
+        over = f"{statistic} of the {units.n_units} {unit} means"
+        interval = replace(interval, details={**interval.details, "statistic_over": over})
+        warnings.append(
+            f"the {statistic} is the {over} (each unit's {units.n} observations averaged "
+            f"first), not rliable's {statistic} over the observations themselves"
+        )
     if interval.defined and interval.width == 0.0:
         warnings.append(
             f"the {method} interval has zero width: (almost) every resample gives {value:g}; "
@@ -196,55 +238,161 @@ def best_of_k_warning(by: str, k_max: int, k_min: int) -> str:
 
 
 def pooled_interval(
-    strata: list[tuple[float, UnitStats]], level: float, unit_count: int
+    strata: list[tuple[float, UnitStats]],
+    level: float,
+    unit_count: int,
+    names: list[str] | None = None,
 ) -> Interval:
-    """Cluster-robust t interval of Σ_s w_s · mean_s, linearized over units.
+    """t interval of Σ_s w_s · mean_s, linearized over units, with the design named.
 
-    Each unit c contributes Σ_s w_s (Σy_sc − n_sc·ȳ_s)/N_s whether units are nested in
-    strata or cross them; the variance is C/(C−1)·Σ_c contribution², with t on C−1
-    degrees of freedom. Centring each stratum on its own mean treats the strata sizes
-    as fixed (a stratified design), so with weights by count the interval is at most
-    as wide as `cluster_t_interval` over all observations, which centres on the
-    overall mean.
+    Unit c of stratum s contributes z_c = w_s (Σy_sc − n_sc·ȳ_s)/N_s (each stratum centred
+    on its own mean: the strata sizes are fixed, a stratified design).
+
+    - Units nested in strata (every unit in one stratum — tasks within difficulty
+      levels): the design-based variance of survey sampling, Σ_s n_s/(n_s−1) Σ_c z_c²
+      with n_s the units of stratum s, and t on C − S degrees of freedom
+      (`stratified_design_t`).
+    - Units crossing strata (a run holds episodes of every difficulty): z summed per
+      unit, C/(C−1)·Σ_c z_c², t on C − 1 df (`stratified_cluster_t`).
+
+    A stratum with a single unit has no within-stratum variance: centred on its own
+    mean it would add exactly zero and the interval would come from the other strata
+    alone. Such a "lonely unit" is centred on the pooled estimate instead (survey's
+    `lonely.psu = "adjust"`), which widens the interval; `details["lonely_strata"]`
+    names the strata and `pooled_warnings` turns that into the result's warning.
     """
-    method = "stratified_cluster_t"
-    strata = [(w, u) for w, u in strata if u.n > 0]
-    n = sum(u.n for _, u in strata)
+    labels = names or [f"stratum {i + 1}" for i in range(len(strata))]
+    kept = [(w, u, label) for (w, u), label in zip(strata, labels, strict=True) if u.n > 0]
+    n = sum(u.n for _, u, _ in kept)
     if n == 0:
-        return undefined_interval(method, level, 0, 0, REASON_NO_DATA)
-    estimate = sum(w * u.mean for w, u in strata)
+        return undefined_interval("stratified_cluster_t", level, 0, 0, REASON_NO_DATA)
+    estimate = sum(w * u.mean for w, u, _ in kept)
+    seen: dict[object, int] = {}
+    for _, u, _ in kept:
+        for unit in u.units.tolist():
+            seen[unit] = seen.get(unit, 0) + 1
+    nested = all(count == 1 for count in seen.values())
+    method = "stratified_design_t" if nested else "stratified_cluster_t"
     if unit_count < 2:
         return undefined_interval(method, level, n, unit_count, REASON_ONE_UNIT, estimate=estimate)
-    contributions: dict[object, float] = {}
-    for w, u in strata:
-        scores = w * (u.sums - u.counts * u.mean) / u.n
-        for unit, score in zip(u.units.tolist(), scores.tolist(), strict=True):
-            contributions[unit] = contributions.get(unit, 0.0) + score
-    c = len(contributions)
-    vec = np.fromiter(contributions.values(), dtype=np.float64, count=c)
-    se = math.sqrt(c / (c - 1) * float(vec @ vec))
-    scale = max(float(np.max(np.abs(u.unit_means))) for _, u in strata)
+    lonely = [label for _, u, label in kept if u.n_units == 1]
+    details: dict[str, object] = {"strata": len(kept)}
+    if lonely:
+        details["lonely_strata"] = lonely
+        details["lonely_unit"] = "centred on the pooled estimate (survey lonely.psu='adjust')"
+
+    def scores(w: float, u: UnitStats) -> np.ndarray:
+        centre = estimate if u.n_units == 1 else u.mean
+        return w * (u.sums - u.counts * centre) / u.n
+
+    scale = max(float(np.max(np.abs(u.unit_means))) for _, u, _ in kept) or 1.0
+    if nested:
+        c = len(seen)
+        df = c - len(kept)
+        details.update(
+            design="units nested in strata",
+            correction="n_s/(n_s-1) within each stratum",
+            df="C - S",
+        )
+        var = 0.0
+        every: list[np.ndarray] = []
+        for w, u, _ in kept:
+            z = scores(w, u)
+            every.append(z)
+            factor = u.n_units / (u.n_units - 1) if u.n_units > 1 else 1.0
+            var += factor * float(z @ z)
+        vec = np.concatenate(every)
+        if df < 1:
+            return undefined_interval(
+                method,
+                level,
+                n,
+                c,
+                f"undefined ({c} units in {len(kept)} strata: no degrees of freedom left, C - S = {df})",
+                estimate=estimate,
+                details=details,
+            )
+    else:
+        contributions: dict[object, float] = {}
+        for w, u, _ in kept:
+            for unit, score in zip(u.units.tolist(), scores(w, u).tolist(), strict=True):
+                contributions[unit] = contributions.get(unit, 0.0) + score
+        c = len(contributions)
+        df = c - 1
+        details.update(design="units crossing strata", correction="C/(C-1)", df="C - 1")
+        vec = np.fromiter(contributions.values(), dtype=np.float64, count=c)
+        var = c / (c - 1) * float(vec @ vec)
     return t_interval(
         estimate,
-        se,
-        c - 1,
+        math.sqrt(var),
+        df,
         level,
         method=method,
         n=n,
         n_units=c,
-        details={"correction": "C/(C-1)", "strata": len(strata)},
+        details=details,
         no_variation=negligible(vec, scale),
     )
 
 
+def pooled_warnings(interval: Interval, unit: str) -> list[str]:
+    """The notes a pooled interval needs next to it (lonely units in strata)."""
+    lonely = interval.details.get("lonely_strata")
+    if not lonely:
+        return []
+    shown = ", ".join(map(str, lonely[:5])) + (f" and {len(lonely) - 5} more" if len(lonely) > 5 else "")
+    return [
+        f"{len(lonely)} stratum/strata have a single unit of {unit} ({shown}): a lone unit has no "
+        "within-stratum variance, so it is centred on the pooled estimate instead of its "
+        "stratum's mean (survey lonely.psu='adjust'), which widens the pooled interval"
+    ]
+
+
 @dataclass(frozen=True)
 class PairedResult:
-    """A paired interval of a − b and the units dropped for lack of a partner."""
+    """A paired interval of a − b and the units dropped for lack of a partner.
+
+    `interval.details` carries the two-sided `p_value` of H0: no difference and the
+    `p_method` that gave it (exact McNemar, paired t, or the paired bootstrap).
+    """
 
     interval: Interval
     only_a: int
     only_b: int
     se_unpaired: float | None
+
+    @property
+    def p_value(self) -> float | None:
+        """The two-sided p-value of the paired comparison (None when undefined)."""
+        return self.interval.details.get("p_value")
+
+
+def _mcnemar_counts(a: UnitStats, b: UnitStats) -> tuple[int, int] | None:
+    """Discordant pairs (a=1,b=0), (a=0,b=1) when both sides hold one 0/1 value per unit."""
+    if a.n_units == 0 or not (np.all(a.counts == 1) and np.all(b.counts == 1)):
+        return None
+    if not (np.all(np.isin(a.sums, (0.0, 1.0))) and np.all(np.isin(b.sums, (0.0, 1.0)))):
+        return None
+    return int(np.sum((a.sums == 1) & (b.sums == 0))), int(np.sum((a.sums == 0) & (b.sums == 1)))
+
+
+def _with_p_value(interval: Interval, a: UnitStats, b: UnitStats) -> Interval:
+    details = dict(interval.details)
+    if interval.method == "paired_bootstrap":
+        if "p_le_zero" in details and interval.defined:
+            details["p_value"] = bootstrap_p_value(details["p_le_zero"], details["p_ge_zero"])
+            details["p_method"] = "paired bootstrap (percentile inversion)"
+    else:
+        shared_a, shared_b, _, _ = align_units(a, b)
+        counts = _mcnemar_counts(shared_a, shared_b)
+        if counts is not None and interval.n_units >= 1:
+            details["p_value"] = mcnemar_exact(*counts)
+            details["p_method"] = "exact McNemar"
+            details["discordant"] = {"a_only": counts[0], "b_only": counts[1]}
+        elif interval.defined and interval.se and interval.df:
+            details["p_value"] = t_p_value(interval.estimate, interval.se, interval.df)
+            details["p_method"] = f"{interval.method} (t, {interval.df} df)"
+    return replace(interval, details=details)
 
 
 def paired(
@@ -256,14 +404,17 @@ def paired(
     seed: int,
     file: str | None = None,
 ) -> PairedResult:
-    """Interval of statistic(a) − statistic(b) on the units both share.
+    """Interval and p-value of statistic(a) − statistic(b) on the units both share.
 
-    Means use the cluster-robust paired difference (t on shared units − 1 df);
-    median and IQM a paired percentile bootstrap that resamples shared units jointly.
+    Means use the cluster-robust paired difference (t on shared units − 1 df), with
+    the exact McNemar p-value when both sides hold one 0/1 value per unit; median and
+    IQM a paired percentile bootstrap that resamples shared units jointly.
     """
     if statistic == "mean":
         d = paired_cluster_difference(a, b, level=spec.level)
-        return PairedResult(d.interval, d.dropped_only_in_a, d.dropped_only_in_b, d.se_unpaired)
+        return PairedResult(
+            _with_p_value(d.interval, a, b), d.dropped_only_in_a, d.dropped_only_in_b, d.se_unpaired
+        )
     try:
         interval = paired_bootstrap_interval(
             a,
@@ -278,8 +429,54 @@ def paired(
         raise _statistics_error(exc, "paired bootstrap", file) from None
     details = interval.details
     return PairedResult(
-        interval,
+        _with_p_value(interval, a, b),
         int(details.get("dropped_only_in_a", 0)),
         int(details.get("dropped_only_in_b", 0)),
         None,
     )
+
+
+def group_difference(
+    a: UnitStats, b: UnitStats, *, statistic: str, spec: IntervalSpec, seed: int
+) -> Interval:
+    """Interval of statistic(a) − statistic(b) for two groups of one rule.
+
+    Paired on the units both share when they share at least two (`paired`); otherwise
+    the groups are independent samples and, for means, the interval is
+    estimate ± t·√(se_a² + se_b²) from each group's cluster-robust SE, on
+    min(C_a, C_b) − 1 degrees of freedom (conservative Welch), `independent_cluster_t`.
+    """
+    shared = align_units(a, b)[0].n_units
+    if shared >= 2 or statistic != "mean":
+        try:
+            return paired(a, b, statistic=statistic, spec=spec, seed=seed).interval
+        except RuleError as exc:
+            return undefined_interval(
+                "paired_bootstrap", spec.level, a.n + b.n, shared, f"undefined ({exc})"
+            )
+    level = spec.level
+    method = "independent_cluster_t"
+    if a.n == 0 or b.n == 0:
+        return undefined_interval(method, level, a.n + b.n, 0, REASON_NO_DATA)
+    ia, ib = cluster_t_interval(a, level), cluster_t_interval(b, level)
+    estimate = a.mean - b.mean
+    if ia.se is None or ib.se is None:
+        return undefined_interval(
+            method, level, a.n + b.n, a.n_units + b.n_units, REASON_ONE_UNIT, estimate=estimate
+        )
+    se = math.sqrt(ia.se**2 + ib.se**2)
+    df = min(a.n_units, b.n_units) - 1
+    interval = t_interval(
+        estimate,
+        se,
+        df,
+        level,
+        method=method,
+        n=a.n + b.n,
+        n_units=a.n_units + b.n_units,
+        details={"df": "min(C_a, C_b) - 1", "shared_units": shared},
+    )
+    if interval.defined:
+        details = {**interval.details, "p_value": t_p_value(estimate, se, df), "p_method": f"{method} (t, {df} df)"}
+        interval = replace(interval, details=details)
+    return interval

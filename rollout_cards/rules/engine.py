@@ -31,7 +31,14 @@ from ..model.rule import Rule
 from ..stats import UnitStats, pool_strata, undefined_interval
 from ..stats.intervals import REASON_NO_DATA
 from ..tables import TerminalStatus
-from .aggregation import CellSummary, best_of_k_warning, headline, paired, pooled_interval
+from .aggregation import (
+    CellSummary,
+    best_of_k_warning,
+    headline,
+    paired,
+    pooled_interval,
+    pooled_warnings,
+)
 from .expressions import Expression, parse_expression
 from .features import CompiledFeature, attach_features, compile_features, compute_features
 from .grouping import Factor, factorize
@@ -579,8 +586,12 @@ class _ResultBuilder:
             if agg.statistic.value == "mean":
                 weight = {sv.key: sv.weight for sv in pooled.strata}
                 interval = pooled_interval(
-                    [(weight[s], units) for s, _, units in observed], level, len(all_units)
+                    [(weight[s], units) for s, _, units in observed],
+                    level,
+                    len(all_units),
+                    names=[_describe(self.strata.labels, agg.strata, s) for s, _, _ in observed],
                 )
+                warnings += pooled_warnings(interval, self.cells.unit_name)
             else:
                 interval = undefined_interval(
                     "stratified",

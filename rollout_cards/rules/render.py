@@ -84,10 +84,28 @@ _DIFF_HEADER = [
     "value",
     "value there",
     "difference",
-    "paired t interval",
+    "paired interval",
+    "p",
+    "p adjusted",
     "unit (n)",
 ]
-_RANK_HEADER = ["group", "rule", "rank", "against", "rank there", "value", "value there"]
+_RANK_HEADER = [
+    "group",
+    "rule",
+    "rank",
+    "against",
+    "rank there",
+    "value",
+    "value there",
+    "flip",
+]
+_RANKING_HEADER = ["rule", "rank", "rank interval", "group", "value", "tied set"]
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
 def _statistic(r: Any) -> str:
@@ -95,6 +113,9 @@ def _statistic(r: Any) -> str:
     reduce = r.reduce or {}
     if r.pooled and r.statistic != "mean":
         return f"{r.pooled['weights']}-weight mean of stratum {r.statistic}s"
+    over = r.interval.details.get("statistic_over") if r.interval.details else None
+    if over and not reduce:
+        return over
     if not reduce:
         return r.statistic
     with_ = reduce.get("with", "")
@@ -116,6 +137,8 @@ def _difference_rows(report: RescoreReport) -> list[list[str]]:
             format_value(d.against_value),
             format_value(d.difference) if d.interval.defined else "-",
             _interval_text(d.interval.low, d.interval.high, d.interval.reason),
+            _p(d.p_value),
+            _p(d.p_adjusted),
             f"{d.unit or '-'} ({d.n_units})",
         ]
         for d in report.differences
@@ -130,11 +153,36 @@ def _comparison_rows(report: RescoreReport) -> list[list[str]]:
             _pairs(c.baseline),
             format_value(c.difference),
             _interval_text(c.interval.low, c.interval.high, c.interval.reason),
+            _p(c.p_value),
+            _p(c.p_adjusted),
             f"{c.unit} ({c.n_units})",
         ]
         for run in report.runs
         for c in run.comparisons
     ]
+
+
+def _ranking_rows(report: RescoreReport) -> list[list[str]]:
+    rows = []
+    for ranking in report.rankings:
+        tied = {}
+        for i, members in enumerate(ranking.tied_sets):
+            for g in members:
+                tied[_pairs(g)] = f"{i + 1}" + (f" ({len(members)} tied)" if len(members) > 1 else "")
+        for e in ranking.entries:
+            low, high = e["rank_low"], e["rank_high"]
+            interval = "-" if low is None else (f"{low}" if low == high else f"{low}-{high}")
+            rows.append(
+                [
+                    ranking.rule + ("" if ranking.higher_is_better else " (lower is better)"),
+                    str(e["rank"]),
+                    interval,
+                    _pairs(e["group"]) or "(all)",
+                    format_value(e["value"]),
+                    tied.get(_pairs(e["group"]), "-"),
+                ]
+            )
+    return rows
 
 
 def _rank_rows(report: RescoreReport) -> list[list[str]]:
@@ -147,6 +195,7 @@ def _rank_rows(report: RescoreReport) -> list[list[str]]:
             str(c.against_rank),
             format_value(c.value),
             format_value(c.against_value),
+            c.noise,
         ]
         for c in report.rank_changes
     ]
@@ -212,13 +261,31 @@ def _document(
         ]
     comparisons = _comparison_rows(report)
     if comparisons:
-        header = ["group", "rule", "baseline", "difference", "paired interval", "unit (n)"]
+        header = ["group", "rule", "baseline", "difference", "paired interval", "p", "p adjusted", "unit (n)"]
         parts += [heading("group comparisons (compare)"), table(header, comparisons), ""]
+    if report.adjust and (diffs or comparisons):
+        a = report.adjust
+        name = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}[a["method"]]
+        parts += [f"p adjusted: {name} adjustment over {a['family']}", ""]
     ranks = _rank_rows(report)
     if ranks:
-        parts += [heading("rank changes"), table(_RANK_HEADER, ranks), ""]
+        parts += [
+            heading("rank changes"),
+            table(_RANK_HEADER, ranks),
+            "flip: 'beyond the noise' when the paired interval of every swapped pair excludes "
+            "zero under both rules, else 'inside the noise'",
+            "",
+        ]
     elif diffs:
         parts += ["no rank changes", ""]
+    rankings = _ranking_rows(report)
+    if rankings:
+        level = report.rankings[0].details.get("level", 0.95)
+        parts += [
+            heading(f"ranks ({level:.0%} bootstrap rank intervals over the unit; tied sets from pairwise intervals)"),
+            table(_RANKING_HEADER, rankings),
+            "",
+        ]
     mismatched = [c for c in report.reported if not c.ok]
     if report.reported:
         verdict = (f"{len(mismatched)} of {len(report.reported)} published numbers do NOT match their "
@@ -255,6 +322,8 @@ def _csv(report: RescoreReport) -> str:
         "difference",
         "rank",
         "against_rank",
+        "p_value",
+        "p_adjusted",
         "display",
         "warnings",
     ]
@@ -300,6 +369,8 @@ def _csv(report: RescoreReport) -> str:
                 "level": d["interval"]["level"],
                 "unit": d["interval"]["unit"],
                 "n_units": d["n_units"],
+                "p_value": d["p_value"],
+                "p_adjusted": d["p_adjusted"],
                 "warnings": " | ".join(d["warnings"]),
             }
         )

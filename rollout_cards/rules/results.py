@@ -19,6 +19,7 @@ __all__ = [
     "GroupComparison",
     "GroupResult",
     "RankChange",
+    "Ranking",
     "RescoreReport",
     "RuleDifference",
     "RuleRun",
@@ -37,6 +38,14 @@ def _label(mapping: Mapping[str, Any] | None) -> str:
     if not mapping:
         return "(all)"
     return ", ".join(f"{k}={v}" for k, v in mapping.items())
+
+
+def _p_fields(interval: Interval, adjusted: float | None) -> dict[str, Any]:
+    return {
+        "p_value": interval.details.get("p_value"),
+        "p_method": interval.details.get("p_method"),
+        "p_adjusted": adjusted,
+    }
 
 
 def _interval_dict(interval: Interval, unit: str) -> dict[str, Any]:
@@ -199,6 +208,13 @@ class GroupComparison:
     dropped_only_in_baseline: int
     se_unpaired: float | None = None
     warnings: tuple[str, ...] = ()
+    #: The p-value adjusted over the report's family (`RescoreReport.adjust`); None alone.
+    p_adjusted: float | None = None
+
+    @property
+    def p_value(self) -> float | None:
+        """Two-sided p-value of H0: no difference (`interval.details["p_method"]` says how)."""
+        return self.interval.details.get("p_value")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form; `type` is "group"."""
@@ -217,6 +233,7 @@ class GroupComparison:
                 "dropped_only_in_group": self.dropped_only_in_group,
                 "dropped_only_in_baseline": self.dropped_only_in_baseline,
                 "se_unpaired": self.se_unpaired,
+                **_p_fields(self.interval, self.p_adjusted),
                 "warnings": list(self.warnings),
             }
         )
@@ -245,6 +262,14 @@ class RuleDifference:
     dropped_only_in_rule: int
     dropped_only_in_against: int
     warnings: tuple[str, ...] = ()
+    #: Why `unit` was paired on (e.g. "the coarser of run_id and episode_id").
+    pairing: str = ""
+    p_adjusted: float | None = None
+
+    @property
+    def p_value(self) -> float | None:
+        """Two-sided p-value of H0: no difference (`interval.details["p_method"]` says how)."""
+        return self.interval.details.get("p_value")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form; `type` is "rule"."""
@@ -264,6 +289,8 @@ class RuleDifference:
                 "n_units": self.n_units,
                 "dropped_only_in_rule": self.dropped_only_in_rule,
                 "dropped_only_in_against": self.dropped_only_in_against,
+                "pairing": self.pairing,
+                **_p_fields(self.interval, self.p_adjusted),
                 "warnings": list(self.warnings),
             }
         )
@@ -271,7 +298,13 @@ class RuleDifference:
 
 @dataclass(frozen=True)
 class RankChange:
-    """A group whose rank among the groups differs between two rules (1 = highest)."""
+    """A group whose rank among the groups differs between two rules (1 = best, in each
+    rule's direction `higher_is_better`).
+
+    `swapped_with` lists each group it changed places with, with the interval of
+    (this group − that group) under each rule; `noise` is "beyond the noise" only when
+    every one of those intervals excludes zero, else "inside the noise".
+    """
 
     rule: str
     against: str
@@ -280,6 +313,8 @@ class RankChange:
     against_rank: int
     value: float | None
     against_value: float | None
+    noise: str = "inside the noise"
+    swapped_with: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -292,6 +327,39 @@ class RankChange:
                 "against_rank": self.against_rank,
                 "value": self.value,
                 "against_value": self.against_value,
+                "noise": self.noise,
+                "swapped_with": list(self.swapped_with),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One rule's ranking of its groups: ranks with bootstrap intervals, and tied sets.
+
+    `entries` are best first: group, value, rank (ties share the smallest), and the
+    bounds of the rank's bootstrap interval (None when not computed; `details` says
+    why). `tied_sets` partition the ranking into runs of groups that no pairwise
+    interval separates.
+    """
+
+    rule: str
+    statistic: str
+    higher_is_better: bool
+    entries: tuple[dict[str, Any], ...]
+    tied_sets: tuple[tuple[dict[str, Any], ...], ...]
+    details: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return jsonable(
+            {
+                "rule": self.rule,
+                "statistic": self.statistic,
+                "higher_is_better": self.higher_is_better,
+                "entries": list(self.entries),
+                "tied_sets": [list(t) for t in self.tied_sets],
+                "details": self.details,
             }
         )
 
@@ -358,6 +426,9 @@ class RescoreReport:
     rank_changes: tuple[RankChange, ...]
     #: The card's published numbers against their recomputation (ReplayCheck objects).
     reported: tuple[Any, ...] = ()
+    rankings: tuple[Ranking, ...] = ()
+    #: How p-values were adjusted: method (holm, bh, none), family size m and the family.
+    adjust: dict[str, Any] = field(default_factory=dict)
 
     @property
     def results(self) -> list[GroupResult]:
@@ -393,5 +464,7 @@ class RescoreReport:
             "results": [r.to_dict() for r in self.results],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "rank_changes": [c.to_dict() for c in self.rank_changes],
+            "rankings": [r.to_dict() for r in self.rankings],
+            "adjust": jsonable(self.adjust),
             "reported": [c.to_dict() for c in self.reported],
         }

@@ -80,7 +80,11 @@ def _percentile_interval(
     n_units: int,
     details: dict[str, Any],
 ) -> Interval:
-    details = {**details, "p_le_zero": float(np.mean(boot <= 0))}
+    details = {
+        **details,
+        "p_le_zero": float(np.mean(boot <= 0)),
+        "p_ge_zero": float(np.mean(boot >= 0)),
+    }
     if boot.min() == boot.max():
         return undefined_interval(
             method, level, n, n_units, REASON_DEGENERATE, estimate=estimate, details=details
@@ -113,7 +117,7 @@ def bootstrap_interval(
 
     Draws come from ``numpy.random.default_rng(seed)``; `details` reports the resample
     count, seed, generator, quantile rule (a numpy ``method=`` name) and statistic, and
-    ``p_le_zero``, the share of resampled statistics ≤ 0.
+    ``p_le_zero`` / ``p_ge_zero``, the shares of resampled statistics ≤ 0 and ≥ 0.
     """
     level = check_level(level)
     n_resamples = check_count(n_resamples, "n_resamples", minimum=2)

@@ -2,7 +2,7 @@
 
 With C units there are Cᶜ ordered resamples but only C(2C−1, C) distinct multisets;
 each multiset with draw counts k₁…k_C stands for C!/∏kᵢ! of them. Enumerating the
-multisets makes 8–10 units fast and removes all randomness. Statistics and refusals
+multisets makes up to 12 units fast (the default cap) and removes all randomness. Statistics and refusals
 are those of `rollout_cards.stats.bootstrap`.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import combinations_with_replacement
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -22,6 +21,7 @@ from rollout_cards.stats._resample import (
     BLOCK_ELEMENTS,
     REASON_DEGENERATE,
     Statistic,
+    UnitValues,
     estimate_of,
     evaluate,
     first_checks,
@@ -33,6 +33,7 @@ from rollout_cards.stats.intervals import Interval, undefined_interval
 from rollout_cards.stats.units import UnitStats
 
 __all__ = [
+    "DEFAULT_EXACT_UNITS",
     "MAX_EXACT_UNITS",
     "BootstrapDistribution",
     "exact_bootstrap_distribution",
@@ -41,6 +42,10 @@ __all__ = [
 
 # Beyond 15 units C! and Cᶜ no longer fit int64 weights (and C(2C−1, C) > 7·10⁷ anyway).
 MAX_EXACT_UNITS = 15
+#: The default cap on distinct multisets: C(23, 12) = 1,352,078, so 12 units (a few
+#: seconds for a median); more units need a raised `max_multisets` and the memory for it.
+DEFAULT_MAX_MULTISETS = 1_400_000
+DEFAULT_EXACT_UNITS = 12
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,8 +82,26 @@ class BootstrapDistribution:
         return math.sqrt(max(0.0, float(p @ (self.values - mean) ** 2)))
 
 
+def _compositions(c: int) -> np.ndarray:
+    """Every way to draw c times from c units, as rows of draw counts k₁…k_c (Σk = c).
+
+    Built part by part with vectorized repeats (no Python loop over the C(2C−1, C)
+    rows): each partial row with r draws left is extended by every k in 0..r, and the
+    last part takes what remains.
+    """
+    counts = np.zeros((1, 0), dtype=np.int8)
+    remaining = np.array([c], dtype=np.int64)
+    for _ in range(c - 1):
+        reps = remaining + 1
+        rows = np.repeat(np.arange(counts.shape[0]), reps)
+        k = np.arange(rows.size) - np.repeat(np.cumsum(reps) - reps, reps)
+        counts = np.concatenate([counts[rows], k[:, None].astype(np.int8)], axis=1)
+        remaining = remaining[rows] - k
+    return np.concatenate([counts, remaining[:, None].astype(np.int8)], axis=1)
+
+
 def _multisets(c: int, max_multisets: int) -> tuple[np.ndarray, np.ndarray]:
-    """All size-c multisets of c units (rows of sorted indices) and their multinomial weights."""
+    """All size-c multisets of c units (rows of draw counts) and their multinomial weights."""
     if c > MAX_EXACT_UNITS:
         raise StatisticsError(
             f"exact bootstrap supports at most {MAX_EXACT_UNITS} units, got {c}; "
@@ -88,32 +111,40 @@ def _multisets(c: int, max_multisets: int) -> tuple[np.ndarray, np.ndarray]:
     if m > max_multisets:
         raise StatisticsError(
             f"exact bootstrap over {c} units needs {m} distinct resamples, more than "
-            f"max_multisets={max_multisets}; use bootstrap_interval instead"
+            f"max_multisets={max_multisets} (the default allows {DEFAULT_EXACT_UNITS} units); "
+            "use bootstrap_interval instead"
         )
-    idx = np.fromiter(
-        (i for row in combinations_with_replacement(range(c), c) for i in row),
-        dtype=np.intp,
-        count=m * c,
-    ).reshape(m, c)
-    # Times each unit is drawn in each multiset, via one bincount over (row, unit) cells.
-    cells = (idx + (np.arange(m) * c)[:, None]).ravel()
-    drawn = np.bincount(cells, minlength=m * c).reshape(m, c)
+    drawn = _compositions(c)
     factorials = np.array([math.factorial(i) for i in range(c + 1)], dtype=np.int64)
     # c!/∏k_i! orderings of each multiset; ∏k_i! ≤ c! so int64 never overflows here.
     weights = factorials[c] // np.prod(factorials[drawn], axis=1)
-    return idx, weights
+    return drawn, weights
+
+
+def _evaluate_counts(statistic: Statistic, units: UnitValues, drawn: np.ndarray) -> np.ndarray:
+    """The statistic of each multiset, given as a block of draw-count rows."""
+    k = drawn.astype(np.float64)
+    if statistic == "ratio":
+        return (k @ units.sums) / (k @ units.counts)
+    if statistic == "mean":
+        return (k @ units.means) / units.size
+    # Order statistics need the drawn units themselves: expand counts into index rows.
+    rows, c = drawn.shape
+    idx = np.repeat(np.tile(np.arange(c), rows), drawn.ravel().astype(np.intp)).reshape(rows, c)
+    return evaluate(statistic, units, idx)
 
 
 def exact_bootstrap_distribution(
     data: UnitStats | ArrayLike,
     *,
     statistic: Statistic = "mean",
-    max_multisets: int = 200_000,
+    max_multisets: int = DEFAULT_MAX_MULTISETS,
 ) -> BootstrapDistribution:
     """Enumerate all Cᶜ equally likely unit resamples as C(2C−1, C) weighted multisets.
 
-    Ten units (92,378 multisets) take well under a second. Raises StatisticsError with
-    no units, with more multisets than `max_multisets`, or for zero-event data.
+    Twelve units (1,352,078 multisets, the default cap) take about a second for a mean.
+    Raises StatisticsError with no units, with more multisets than `max_multisets`, or
+    for zero-event data.
     """
     name = statistic_name(statistic)
     max_multisets = check_count(max_multisets, "max_multisets", minimum=1)
@@ -121,10 +152,13 @@ def exact_bootstrap_distribution(
     if units.size == 0:
         raise StatisticsError("an exact bootstrap needs at least one unit")
     refuse_zero_events(units)
-    idx, weights = _multisets(units.size, max_multisets)
+    drawn, weights = _multisets(units.size, max_multisets)
     rows = max(1, BLOCK_ELEMENTS // units.size)
     boot = np.concatenate(
-        [evaluate(statistic, units, idx[s : s + rows]) for s in range(0, idx.shape[0], rows)]
+        [
+            _evaluate_counts(statistic, units, drawn[s : s + rows])
+            for s in range(0, drawn.shape[0], rows)
+        ]
     )
     order = np.argsort(boot, kind="stable")
     boot, weights = boot[order], weights[order]
@@ -136,7 +170,7 @@ def exact_bootstrap_distribution(
         counts=np.add.reduceat(weights, starts),
         total=units.size**units.size,
         n_units=units.size,
-        multisets=int(idx.shape[0]),
+        multisets=int(drawn.shape[0]),
         statistic=name,
         tolerance=tolerance,
     )
@@ -148,7 +182,7 @@ def exact_bootstrap_interval(
     statistic: Statistic = "mean",
     level: float = 0.95,
     quantile_method: str = "linear",
-    max_multisets: int = 200_000,
+    max_multisets: int = DEFAULT_MAX_MULTISETS,
 ) -> Interval:
     """Percentile interval from the exact bootstrap distribution (no randomness).
 

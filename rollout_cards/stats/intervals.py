@@ -148,6 +148,20 @@ def _boundary_details(successes: int, n: int, level: float) -> dict[str, Any]:
     return {}
 
 
+def _one_observation(method: str, successes: int, level: float) -> Interval:
+    # One unit says nothing about its own variability: Wilson would give [0.2065, 1] for
+    # 1/1 and Clopper–Pearson [0.025, 1], bounds that are artefacts of the formula.
+    return undefined_interval(
+        method,
+        level,
+        1,
+        1,
+        REASON_ONE_UNIT,
+        estimate=float(successes),
+        details={"successes": successes},
+    )
+
+
 def _binomial_se(successes: int, n: int) -> float:
     p = successes / n
     return math.sqrt(p * (1.0 - p) / n)
@@ -163,6 +177,8 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> Interval:
     level = check_level(level)
     if n == 0:
         return undefined_interval("wilson", level, 0, 0, REASON_NO_DATA)
+    if n == 1:
+        return _one_observation("wilson", successes, level)
     p = successes / n
     z = z_quantile(level)
     z2 = z * z
@@ -191,6 +207,8 @@ def clopper_pearson_interval(successes: int, n: int, level: float = 0.95) -> Int
     level = check_level(level)
     if n == 0:
         return undefined_interval("clopper_pearson", level, 0, 0, REASON_NO_DATA)
+    if n == 1:
+        return _one_observation("clopper_pearson", successes, level)
     from scipy.special import betaincinv  # imported on first use: scipy is slow to import
 
     alpha = 1.0 - level

@@ -202,16 +202,17 @@ def test_kidney_stones_strata_flag_the_ranking_flip(tmp_path):
     small_a = next(r for r in runs["equal"].results if r.stratum == {"cond.size": "small"} and r.group == {"agent": "A"})
     w = wilson_interval(81, 87)
     assert small_a.n == 87 and (small_a.ci_low, small_a.ci_high) == pytest.approx((w.low, w.high))
-    # The pooled interval linearizes Σ w_s·mean_s over units (episodes here), centring in each stratum.
-    contributions = []
+    # The pooled interval linearizes Σ w_s·mean_s over units (episodes here, nested in the
+    # strata): design-based variance Σ_s n_s/(n_s−1) Σ z², t on C − S degrees of freedom.
+    var, units = 0.0, 0
     for size, w in (("small", 87 / 350), ("large", 263 / 350)):
         k, n = counts[("A", size)]
-        contributions += [w * (y - k / n) / n for y in [1.0] * k + [0.0] * (n - k)]
-    c = np.asarray(contributions)
-    se = math.sqrt(len(c) / (len(c) - 1) * float(c @ c))
-    half = scipy.stats.t.ppf(0.975, len(c) - 1) * se
+        z = np.asarray([w * (y - k / n) / n for y in [1.0] * k + [0.0] * (n - k)])
+        var += n / (n - 1) * float(z @ z)
+        units += n
+    half = scipy.stats.t.ppf(0.975, units - 2) * math.sqrt(var)
     by_count_a = pooled["by_count"]["A"]
-    assert by_count_a.interval.method == "stratified_cluster_t"
+    assert by_count_a.interval.method == "stratified_design_t" and by_count_a.interval.df == 348
     assert (by_count_a.ci_low, by_count_a.ci_high) == pytest.approx((273 / 350 - half, 273 / 350 + half))
 
 
@@ -232,8 +233,9 @@ def test_interval_methods_that_cannot_apply(synthetic):
         apply_rule(synthetic, rule(score="score.profit", aggregate={"interval": {"method": "wilson"}}))
     with pytest.raises(RuleError, match="cluster_t is an interval for the mean"):
         apply_rule(synthetic, rule(score="score.profit", aggregate={"statistic": "median", "interval": {"method": "cluster_t"}}))
-    with pytest.raises(RuleError, match="at most 15 units"):
-        apply_rule(synthetic, rule(score="score.profit", aggregate={"interval": {"method": "exact_bootstrap"}}))
+    # Beyond the exact enumeration's 12 units, the seeded bootstrap is used and named.
+    r = apply_rule(synthetic, rule(score="score.profit", aggregate={"interval": {"method": "exact_bootstrap"}})).results[0]
+    assert r.interval.method == "bootstrap" and any("enumerates at most 12 units" in w for w in r.warnings)
 
 
 def test_bootstrap_is_seeded_and_reports_its_resamples(synthetic):

@@ -12,7 +12,7 @@ from collections import defaultdict
 import pytest
 
 from rollout_cards.errors import RuleError
-from rollout_cards.rules import rescore
+from rollout_cards.rules import render, rescore
 from tests.conftest import FIXTURE_CARDS, REPO
 
 RULES = REPO / "fixtures" / "rules"
@@ -124,3 +124,138 @@ def test_cluster_t_beyond_the_unit_interval_is_flagged_not_clipped():
     alpha = [r for r in report.results if r.rule == "synthetic.success_by_run" and r.group == {"agent": "alpha"}][0]
     assert alpha.ci_low < 0 < 1 < alpha.ci_high  # the method's bounds are reported as they are
     assert any("reaches outside [0, 1]" in w for w in alpha.warnings)
+
+
+# --- issue 13.4 and issue 11.3: what a reviewer asks of a rescore -------------------
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+import rollout_cards as rc  # noqa: E402
+from rollout_cards.io.writer import CardWriter  # noqa: E402
+from rollout_cards.model.rule import Rule  # noqa: E402
+
+ORIGINAL = """\
+rule: t.original
+kind: original
+score: "score.ok"
+aggregate: {group_by: [agent]}
+"""
+COST = """\
+rule: t.cost
+kind: diagnostic
+score: "score.cost"
+aggregate: {group_by: [agent], unit: task_id}
+"""
+
+
+def _runs_card(tmp_path, rows, rules=(ORIGINAL,)):
+    path = tmp_path / "card"
+    with CardWriter(path, id="t-card", title="rescore test", timestamps=False) as w:
+        w.write_episodes(pa.Table.from_pylist(rows))
+        for i, text in enumerate(rules):
+            w.add_rule(f"r{i}.yaml", text=text)
+    return rc.open(path)
+
+
+def _run_rows():
+    # 8 runs x 50 tasks; success depends strongly on the run, so runs are the unit.
+    rng = np.random.default_rng(5)
+    rows, i = [], 0
+    for agent, base in (("a", 0.55), ("b", 0.6)):
+        for run in range(8):
+            p_run = min(0.95, max(0.05, base + rng.normal(0, 0.2)))
+            for task in range(25):
+                ok = bool(rng.random() < p_run)
+                alt = ok and bool(rng.random() < 0.6)
+                rows.append({"episode_id": f"e{i}", "task_id": f"t{task}", "run_id": f"{agent}-r{run}", "status": "completed",
+                             "agent": agent, "score.ok": ok, "score.strict": alt, "score.cost": float(rng.gamma(2, 1 + (agent == "b")))})
+                i += 1
+    return rows
+
+
+def test_rule_differences_pair_on_the_coarser_unit_and_say_so(tmp_path):
+    # Issue 13.4: an alternative over runs was differenced over episodes (5x too narrow).
+    rows = _run_rows()
+    card = _runs_card(tmp_path, rows)
+    alt = Rule.model_validate({"rule": "t.strict", "score": "score.strict", "aggregate": {"group_by": ["agent"], "unit": "run_id"}})
+    d = next(d for d in rc.rescore(card, [alt]).differences if d.group == {"agent": "a"})
+    assert d.unit == "run_id" and d.n_units == 8 and "coarser" in d.pairing
+    assert any("paired on run_id, the coarser" in w for w in d.warnings)
+    # Reference: the per-run difference of rates, clustered by run (plain numpy).
+    runs = sorted({r["run_id"] for r in rows if r["agent"] == "a"})
+    per_run = [[r for r in rows if r["run_id"] == run] for run in runs]
+    n = sum(len(p) for p in per_run)
+    diff = sum(r["score.strict"] - r["score.ok"] for p in per_run for r in p) / n
+    z = np.array([sum(r["score.strict"] - r["score.ok"] for r in p) / n - len(p) / n * diff for p in per_run])
+    se = np.sqrt(8 / 7 * z @ z)
+    assert d.interval.se == pytest.approx(se) and d.difference == pytest.approx(diff)
+    naive = rc.rescore(card, [alt], pair_on=["episode_id"]).differences[0]
+    assert naive.unit == "episode_id" and naive.pairing == "named by pair_on"
+    assert naive.interval.width < d.interval.width  # runs vary: the episode pairing is too narrow
+
+
+def test_against_compares_only_with_the_named_declared_rules(tmp_path):
+    card = _runs_card(tmp_path, _run_rows(), rules=(ORIGINAL, COST))
+    alt = Rule.model_validate({"rule": "t.strict", "kind": "regrade", "score": "score.strict", "aggregate": {"group_by": ["agent"]}})
+    everything = rc.rescore(card, [alt])
+    assert {d.against for d in everything.differences} == {"t.original"}  # the original only, by default
+    named = rc.rescore(card, [alt], against=["t.cost"])
+    assert {d.against for d in named.differences} == {"t.cost"}
+    with pytest.raises(RuleError, match="'t.nope' is not a rule the card declares"):
+        rc.rescore(card, [alt], against=["t.nope"])
+
+
+def test_lower_is_better_ranks_the_cheapest_first(tmp_path):
+    card = _runs_card(tmp_path, _run_rows(), rules=(ORIGINAL,))
+    cost = dict(Rule.model_validate({"rule": "t.cost", "score": "score.cost", "aggregate": {"group_by": ["agent"], "unit": "task_id"}}).model_dump(by_alias=True))
+    up = Rule.model_validate(cost)
+    cost["aggregate"] = {**cost["aggregate"], "higher_is_better": False}
+    cost["rule"] = "t.cost_low"
+    down = Rule.model_validate(cost)
+    report = rc.rescore(card, [up, down])
+    ranking = {r.rule: r for r in report.rankings}
+    means = {a: statistics.fmean(r["score.cost"] for r in _run_rows() if r["agent"] == a) for a in "ab"}
+    assert means["a"] < means["b"]
+    assert [e["group"]["agent"] for e in ranking["t.cost_low"].entries] == ["a", "b"]
+    assert [e["group"]["agent"] for e in ranking["t.cost"].entries] == ["b", "a"]
+    assert ranking["t.cost_low"].higher_is_better is False
+
+
+def test_rank_flips_say_whether_they_are_inside_the_noise():
+    report = rescore(CARD, [RULES / "best_of_3.yaml"])
+    alpha = next(c for c in report.rank_changes if c.group == {"agent": "alpha"})
+    (swap,) = alpha.swapped_with
+    # Under best-of-3 alpha beats beta clearly; under the original they are within noise.
+    assert swap["excludes_zero"] and not swap["against_excludes_zero"]
+    assert alpha.noise == "inside the noise"
+    assert swap["against_interval"][0] < 0 < swap["against_interval"][1]
+    table = render(report, "table")
+    assert "inside the noise" in table
+
+
+def test_p_values_are_adjusted_over_the_named_family():
+    holm = rescore(CARD, [RULES / "best_of_3.yaml", RULES / "pass_at_2.yaml"])
+    family = [c for c in holm.comparisons if c.p_value is not None]
+    assert holm.adjust["method"] == "holm" and holm.adjust["m"] == len(family) >= 3
+    p = sorted(c.p_value for c in family)
+    smallest = min(family, key=lambda c: c.p_value)
+    assert smallest.p_adjusted == pytest.approx(min(1.0, len(p) * p[0]))
+    none = rescore(CARD, [RULES / "best_of_3.yaml", RULES / "pass_at_2.yaml"], adjust="none")
+    assert all(c.p_adjusted == c.p_value for c in none.comparisons)
+    assert "Holm adjustment over the" in render(holm, "table")
+    # The compare of best_of_3 pairs one 0/1 value per task: exact McNemar.
+    group = next(c for c in holm.comparisons if getattr(c, "baseline", None))
+    assert group.interval.details["p_method"] == "exact McNemar"
+
+
+def test_rankings_have_bootstrap_rank_intervals_and_tied_sets():
+    report = rescore(CARD, [RULES / "best_of_3.yaml"])
+    ranking = {r.rule: r for r in report.rankings}
+    orig = ranking["synthetic.success_rate"]
+    assert [e["group"]["agent"] for e in orig.entries] == ["beta", "alpha"]
+    assert all(e["rank_low"] == 1 and e["rank_high"] == 2 for e in orig.entries)
+    assert len(orig.tied_sets) == 1  # 0.439 vs 0.393: not separated
+    best = ranking["synthetic.best_of_3"]
+    assert [len(t) for t in best.tied_sets] == [1, 1]
+    assert report.to_dict()["rankings"][0]["details"]["resampled"] == "shared units, jointly"

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from rollout_cards.errors import StatisticsError
 from rollout_cards.stats import (
@@ -262,3 +263,43 @@ def test_paired_bootstrap_refuses_zero_events_on_both_sides():
 def test_paired_bootstrap_rejects_misaligned_input():
     with pytest.raises(StatisticsError):
         paired_bootstrap_interval([1.0, 2.0], [1.0])
+
+
+def test_exact_eleven_and_twelve_units_work_with_the_defaults():
+    # Issue 13.2: 11 units needed 352,716 multisets, more than the old default cap of
+    # 200,000 (exit 2), while the docs promised 15 units. 12 is now the real default.
+    for c in (11, 12):
+        x = np.random.default_rng(c).normal(size=c)
+        dist = exact_bootstrap_distribution(x)
+        assert dist.multisets == math.comb(2 * c - 1, c) and dist.counts.sum() == c**c
+        # The exact mean of the resampled means is the sample mean; its variance is
+        # the plug-in variance / c (a closed form, independent of the enumeration).
+        p = dist.probabilities
+        assert float(p @ dist.values) == pytest.approx(x.mean(), abs=1e-12)
+        assert float(p @ (dist.values - x.mean()) ** 2) == pytest.approx(x.var() / c, rel=1e-9)
+    with pytest.raises(StatisticsError, match="default allows 12 units"):
+        exact_bootstrap_interval(np.arange(13.0))
+
+
+@pytest.mark.parametrize("statistic", ["mean", "median", "iqm", "ratio"])
+def test_exact_distribution_equals_brute_force_enumeration(statistic):
+    # Hand enumeration: all 5⁵ = 3125 ordered resamples, with itertools.product.
+    import itertools
+
+    s = UnitStats.from_values([0.3, 1.0, 0.0, 2.5, 0.7, 0.7, 4.0], ["a", "b", "b", "c", "d", "e", "e"])
+    means, sums, counts = s.unit_means, s.sums, s.counts
+    values = []
+    for draw in itertools.product(range(5), repeat=5):
+        d = list(draw)
+        if statistic == "ratio":
+            values.append(sums[d].sum() / counts[d].sum())
+        elif statistic == "mean":
+            values.append(means[d].mean())
+        elif statistic == "median":
+            values.append(float(np.median(means[d])))
+        else:
+            values.append(float(scipy.stats.trim_mean(means[d], 0.25)))
+    dist = exact_bootstrap_distribution(s, statistic=statistic)
+    assert dist.total == 3125
+    for q in (0.025, 0.5, 0.975):
+        assert dist.quantile(q) == pytest.approx(float(np.quantile(values, q)), abs=1e-12)

@@ -205,7 +205,7 @@ def test_interval_invariants():
 
 
 @settings(deadline=None)  # scipy warm-up can exceed the default on a busy machine
-@given(n=st.integers(1, 5000), data=st.data(), level=st.floats(0.5, 0.999))
+@given(n=st.integers(2, 5000), data=st.data(), level=st.floats(0.5, 0.999))
 def test_wilson_within_unit_interval_and_contains_estimate(n, data, level):
     k = data.draw(st.integers(0, n))
     iv = wilson_interval(k, n, level)
@@ -213,8 +213,19 @@ def test_wilson_within_unit_interval_and_contains_estimate(n, data, level):
 
 
 @settings(deadline=None)  # scipy warm-up can exceed the default on a busy machine
-@given(n=st.integers(1, 2000), data=st.data())
+@given(n=st.integers(2, 2000), data=st.data())
 def test_clopper_pearson_contains_estimate(n, data):
     k = data.draw(st.integers(0, n))
     iv = clopper_pearson_interval(k, n)
     assert 0.0 <= iv.low <= k / n <= iv.high <= 1.0
+
+
+@pytest.mark.parametrize("fn", [wilson_interval, clopper_pearson_interval])
+@pytest.mark.parametrize("k", [0, 1])
+def test_one_observation_has_no_interval(fn, k):
+    # Issue 13.1: 1/1 used to report [0.2065, 1.0] (Wilson) as defined, while the
+    # headline's own warning said the interval was undefined.
+    iv = fn(k, 1)
+    assert not iv.defined and iv.low is None and iv.high is None
+    assert iv.reason == "undefined (1 unit)" and iv.n_units == 1 and iv.estimate == k
+    assert fn(k, 2).defined  # two observations do have one
