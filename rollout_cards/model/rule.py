@@ -146,6 +146,7 @@ class ReduceWith(StrEnum):
     MIN = "min"
     MEDIAN = "median"
     FIRST = "first"
+    MODE = "mode"
     PASS_AT_K = "pass_at_k"  # noqa: S105 - an estimator name, not a password
     PASS_HAT_K = "pass_hat_k"  # noqa: S105
 
@@ -157,9 +158,13 @@ class Reduce(_Model):
     by: list[COLUMN] = Field(min_length=1)
     """Episode columns identifying the attempts that belong together, e.g. [task_id]."""
     with_: ReduceWith = Field(alias="with")
-    """mean, max (a best-of-k), min, median, first (smallest trial), pass_at_k or pass_hat_k."""
+    """mean, max (a best-of-k), min, median, first (smallest trial), mode (the most frequent value;
+    ties go to the value seen first, by trial), pass_at_k or pass_hat_k."""
     k: int | None = Field(default=None, ge=1)
     """Attempts per draw of pass_at_k / pass_hat_k (required for those, not allowed otherwise)."""
+    short: Literal["error", "exclude"] = "error"
+    """pass_at_k / pass_hat_k: a key with fewer than k attempts is an error (default), or is
+    left out and counted (`exclude`, as Inspect leaves out samples with fewer than k scored epochs)."""
 
     @model_validator(mode="after")
     def _k(self) -> Reduce:
@@ -169,6 +174,10 @@ class Reduce(_Model):
         if not needs_k and self.k is not None:
             raise ValueError(
                 f"k applies to pass_at_k and pass_hat_k only, not to {self.with_.value}"
+            )
+        if not needs_k and self.short != "error":
+            raise ValueError(
+                f"short applies to pass_at_k and pass_hat_k only, not to {self.with_.value}"
             )
         if len(set(self.by)) != len(self.by):
             raise ValueError("reduce.by names a column more than once")

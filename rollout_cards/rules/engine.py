@@ -345,6 +345,13 @@ def _observations(
         "attempts_min": int(reduced.attempts.min()) if reduced.attempts.size else 0,
         "attempts_max": int(reduced.attempts.max()) if reduced.attempts.size else 0,
     }
+    if spec.short == "exclude":
+        info["short_excluded"] = reduced.short
+        if reduced.short:
+            plan.warnings.append(
+                f"{reduced.short} {'+'.join(spec.by)} key(s) had fewer than k={spec.k} attempts and were "
+                f"left out of {spec.with_.value} (reduce.short: exclude)"
+            )
     if spec.with_.value == "max" and reduced.keys.size:
         plan.warnings.append(
             best_of_k_warning("+".join(spec.by), info["attempts_max"], info["attempts_min"])

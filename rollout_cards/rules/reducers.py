@@ -27,6 +27,8 @@ class Reduced:
     values: np.ndarray
     attempts: np.ndarray
     first_row: np.ndarray
+    #: keys left out because they had fewer than k attempts (`short: exclude`)
+    short: int = 0
 
 
 def reduce_attempts(
@@ -51,7 +53,7 @@ def reduce_attempts(
     position = np.arange(values.size)
     if how is ReduceWith.MEDIAN:
         perm = np.lexsort((position, values, keys))
-    elif how is ReduceWith.FIRST and order is not None:
+    elif how in (ReduceWith.FIRST, ReduceWith.MODE) and order is not None:
         perm = np.lexsort((position, order, keys))
     else:
         perm = np.lexsort((position, keys))
@@ -68,9 +70,32 @@ def reduce_attempts(
         out = (v_sorted[starts + (counts - 1) // 2] + v_sorted[starts + counts // 2]) / 2.0
     elif how is ReduceWith.FIRST:
         out = v_sorted[starts]
+    elif how is ReduceWith.MODE:
+        out = _mode(v_sorted, starts, counts)
     else:
+        keep = np.ones(starts.size, dtype=bool)
+        if spec.short == "exclude":
+            keep = counts >= int(spec.k or 1)
+            if not keep.all():
+                ends = starts + counts
+                rows = np.concatenate([np.arange(a, b) for a, b in zip(starts[keep], ends[keep], strict=True)]
+                                      or [np.zeros(0, dtype=np.int64)])
+                sub = reduce_attempts(v_sorted[rows], k_sorted[rows], spec, describe=describe, file=file)
+                return Reduced(sub.keys, sub.values, sub.attempts, perm[rows][sub.first_row],
+                               int((~keep).sum()))
         out = _pass_k(v_sorted, k_sorted, starts, counts, spec, describe, file)
     return Reduced(k_sorted[starts], out.astype(np.float64), counts, perm[starts])
+
+
+def _mode(v_sorted: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The most frequent value of each run; ties go to the value whose first attempt comes first."""
+    out = np.empty(starts.size)
+    for j, (a, n) in enumerate(zip(starts.tolist(), counts.tolist(), strict=True)):
+        seen: dict[float, int] = {}
+        for v in v_sorted[a : a + n].tolist():
+            seen[v] = seen.get(v, 0) + 1
+        out[j] = max(seen, key=seen.__getitem__)  # max keeps the first of equal counts (insertion order)
+    return out
 
 
 def _pass_k(

@@ -61,3 +61,36 @@ def test_pass_at_k_refuses_scores_that_are_not_zero_or_one():
     spec = Reduce.model_validate({"by": ["task_id"], "with": "pass_hat_k", "k": 1})
     with pytest.raises(RuleError, match="scores must be 0/1"):
         reduce_attempts(np.array([1.0, 0.5]), np.array([0, 0]), spec)
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0.0, 0.5, 1.0])), min_size=1, max_size=40))
+def test_mode_is_counter_most_common_in_attempt_order(rows):
+    keys = np.array([k for k, _ in rows])
+    values = np.array([v for _, v in rows])
+    out = reduce_attempts(values, keys, Reduce.model_validate({"by": ["task_id"], "with": "mode"}))
+    from collections import Counter
+
+    by: dict[int, list[float]] = defaultdict(list)
+    for k, v in rows:
+        by[k].append(v)
+    assert out.values.tolist() == [Counter(by[k]).most_common(1)[0][0] for k in sorted(by)]
+
+
+def test_mode_ties_follow_the_order_column():
+    values, keys = np.array([0.0, 1.0]), np.array([0, 0])
+    spec = Reduce.model_validate({"by": ["task_id"], "with": "mode"})
+    assert reduce_attempts(values, keys, spec, order=np.array([1.0, 0.0])).values.tolist() == [1.0]
+    assert reduce_attempts(values, keys, spec, order=np.array([0.0, 1.0])).values.tolist() == [0.0]
+
+
+def test_short_keys_are_left_out_and_counted_when_asked():
+    keys = np.array([0, 0, 0, 1, 2, 2])
+    values = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    spec = Reduce.model_validate({"by": ["task_id"], "with": "pass_at_k", "k": 2, "short": "exclude"})
+    out = reduce_attempts(values, keys, spec)
+    # Chen et al.: 1 - C(n-c, k)/C(n, k); key 1 has one attempt (< k) and is left out
+    assert out.keys.tolist() == [0, 2] and out.short == 1
+    assert out.values.tolist() == pytest.approx([1 - math.comb(2, 2) / math.comb(3, 2), 1.0])
+    assert out.first_row.tolist() == [0, 4]
+    with pytest.raises(ValueError, match="short applies to pass_at_k"):
+        Reduce.model_validate({"by": ["task_id"], "with": "mean", "short": "exclude"})
