@@ -26,16 +26,17 @@ a time. One episode per sample and epoch:
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from ..model.card import Software
 from .base import ImportRequest
 from .inspect_events import add_events, add_messages, resolve_attachment
-from .inspect_log import InspectLog, open_log
+from .inspect_log import InspectLog, open_log, plain, text
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
-from .steps import StepBuffer, json_text, parse_timestamp
+from .steps import StepBuffer, parse_timestamp
 
 __all__ = ["InspectImporter", "value_to_float"]
 
@@ -43,40 +44,43 @@ __all__ = ["InspectImporter", "value_to_float"]
 VALUE_MAP = {
     "C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0,
     "yes / true (any case)": 1.0, "no / false (any case)": 0.0,
-    "numbers, booleans and numeric strings": "their value",
-    "anything else": "null (the rule's on_missing decides; Inspect itself uses 0)",
+    "numbers, booleans and strings that parse as a finite float (' 2', '-1', '1e-1')": "their value",
+    "NaN": "null: unscored (Inspect leaves the sample out of its metrics; the rules exclude it, counted)",
+    "anything else (other strings, null, lists, objects)": 0.0,
 }
 _MAPPED = frozenset((
     "id", "epoch", "input", "target", "choices", "metadata", "scores", "model_usage", "error", "limit",
     "events", "messages", "attachments", "uuid", "total_time", "working_time", "started_at", "completed_at",
-    "transcript",
+    "transcript", "events_data", "message_pool", "error_retries",
 ))
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
-_REDUCERS = {"mean": "mean", "median": "median", "max": "max"}
+_REDUCERS = {"mean": "mean", "median": "median", "max": "max", "mode": "mode"}
 
 
 def value_to_float(value: Any) -> float | None:
-    """Inspect's mapping of a score value to a number; None when it has none."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str):
-        return None
-    fixed = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
-    if value in fixed:
-        return fixed[value]
-    low = value.lower()
-    if low in ("yes", "true"):
-        return 1.0
-    if low in ("no", "false"):
-        return 0.0
-    if low.replace(".", "").isnumeric():
+    """Inspect's mapping of a score value to a number (scorer/_metric.py value_to_float);
+    None for NaN, Inspect's unscored sentinel. Inspect maps what it cannot read to 0."""
+    if isinstance(value, str):
+        fixed = _FIXED.get(value)
+        if fixed is not None:
+            return fixed
+        low = value.lower()
+        if low in ("yes", "true"):
+            return 1.0
+        if low in ("no", "false"):
+            return 0.0
         try:
-            return float(low)
+            number = float(low)
         except ValueError:
-            return None
-    return None
+            return 0.0
+        return number if math.isfinite(number) else 0.0
+    if isinstance(value, (bool, int, float)):
+        number = float(value)
+        return None if math.isnan(number) else number
+    return 0.0
+
+
+_FIXED = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 
 
 class InspectImporter:
@@ -95,6 +99,7 @@ class InspectImporter:
         expected: int | None = 0
         environments: dict[str, Software] = {}
         untimed = [0, 0, 0]  # episodes without start, without end; steps without time
+        unpriced = [0, 0]  # episodes without a total cost; model calls (steps with usage) without one
         reordered = 0
         for index, path in enumerate(request.sources):
             log = open_log(path, session)
@@ -112,6 +117,8 @@ class InspectImporter:
                         untimed[0] += row["started_at"] is None
                         untimed[1] += row["ended_at"] is None
                         untimed[2] += sum(1 for step in steps.rows if step[3] is None)
+                        unpriced[0] += row.get("cost_usd") is None
+                        unpriced[1] += sum(1 for step in steps.rows if step[11] is not None and step[13] is None)
             finally:
                 log.close()
             ids = (log.spec.get("dataset") or {}).get("sample_ids")
@@ -140,8 +147,13 @@ class InspectImporter:
         ):
             if count:
                 session.declare_missing(target, why, count=count)
-        session.declare_missing("steps.cost_usd", "Inspect logs record tokens, not costs")
-        session.declare_missing("episodes.cost_usd", "Inspect logs record tokens, not costs")
+        if unpriced[0]:
+            session.declare_missing("episodes.cost_usd", "the sample's model_usage holds no total_cost (no "
+                                    "model call was made, or Inspect had no price for the model, or an older log)",
+                                    count=unpriced[0])
+        session.declare_missing("steps.cost_usd", "Inspect prices model calls only (output.usage.total_cost); other "
+                                "steps have no cost" + (f", and {unpriced[1]} model call(s) have no price"
+                                                        if unpriced[1] else ""))
 
 
 def _provenance(session: ImportSession, log: InspectLog, agent: str) -> None:
@@ -167,13 +179,15 @@ def _environment(log: InspectLog) -> Software:
 def _log_meta(log: InspectLog) -> dict[str, Any]:
     spec = log.spec
     keep = ("task", "task_id", "eval_id", "run_id", "created", "task_version", "task_file", "task_args",
-            "dataset", "model", "revision", "config")
+            "dataset", "model", "revision", "config", "scorers", "metrics", "solver", "solver_args", "tags",
+            "model_roles", "model_base_url", "sandbox", "metadata", "eval_set_id", "task_display_name")
     out: dict[str, Any] = {"file": log.path.name, "status": log.header.get("status"), "samples": log.found}
     out.update({k: spec[k] for k in keep if k in spec})
-    for key in ("results", "stats", "error"):
-        if log.header.get(key) is not None:
-            out[key] = log.header[key]
-    return out
+    for key in ("plan", "results", "stats", "error", "invalidated", "log_updates", "config_updates", "tags",
+                "metadata", "reductions", "version"):
+        if log.header.get(key) not in (None, [], {}):
+            out[key if key not in ("tags", "metadata") else f"log_{key}"] = log.header[key]
+    return plain(out)  # NaN metric values (no scored sample) kept as "NaN"
 
 
 def _missing_samples(session: ImportSession, log: InspectLog, planned: int | None) -> None:
@@ -205,11 +219,16 @@ def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict
     if events is None and isinstance(sample.get("transcript"), dict):
         events = sample["transcript"].get("events")
     messages = sample.get("messages")
+    events_data = sample.get("events_data") if isinstance(sample.get("events_data"), dict) else {}
+    pool = events_data.get("messages") if "messages" in events_data else sample.get("message_pool")
+    if pool is not None and not isinstance(pool, list):
+        raise steps.error("the message pool (events_data.messages / message_pool) is not a list")
+    _retries(steps, sample.get("error_retries"))
     moved = 0
     if events:
         if not isinstance(events, list):
             raise steps.error("events is not a list")
-        moved = add_events(steps, events, attachments)
+        moved = add_events(steps, events, attachments, pool)
     elif messages:
         if not isinstance(messages, list):
             raise steps.error("messages is not a list")
@@ -243,116 +262,183 @@ def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict
     for key in ("input", "target", "choices", "metadata"):
         value = sample.get(key)
         if value not in (None, {}, []):
-            row[f"task.{key}"] = resolve_attachment(value, attachments) if isinstance(value, str) else json_text(value)
+            row[f"task.{key}"] = resolve_attachment(value, attachments) if isinstance(value, str) else text(value)
     for key in ("total_time", "working_time"):
         if isinstance(sample.get(key), (int, float)) and not isinstance(sample.get(key), bool):
             row[f"meta.{key}"] = float(sample[key])
     if isinstance(sample.get("uuid"), str):
         row["meta.uuid"] = sample["uuid"]
     if attachments:
-        row["meta.attachments"] = json_text(attachments)
+        row["meta.attachments"] = text(attachments)
     if events and messages:
-        row["meta.messages"] = json_text(messages)
+        row["meta.messages"] = text(messages)
+    if pool:
+        row["meta.message_pool"] = text(pool)
+    if events_data.get("calls"):
+        row["meta.call_pool"] = text(events_data["calls"])
     rest = {k: v for k, v in sample.items() if k not in _MAPPED and v not in (None, {}, [])}
     if rest:
-        row["meta.sample"] = json_text(rest)
+        row["meta.sample"] = text(rest)
     return row, steps, moved
 
 
+def _retries(steps: StepBuffer, retries: Any) -> None:
+    """Earlier attempts of the whole sample that errored (Inspect's retry_on_error): one
+    `error` step each, before the attempt that the sample records (they carry no time)."""
+    if not retries:
+        return
+    if not isinstance(retries, list):
+        raise steps.error("error_retries is not a list")
+    for i, error in enumerate(retries):
+        if not isinstance(error, dict):
+            raise steps.error(f"error_retries[{i}] is not an Inspect EvalError")
+        steps.add("error", name="error_retry", content=_text(error.get("message")), is_error=True,
+                  payload=text(error))
+
+
 def _text(value: Any) -> str | None:
-    return None if value is None else value if isinstance(value, str) else json_text(value)
+    return None if value is None else value if isinstance(value, str) else text(value)
 
 
 def _scores(row: dict[str, Any], scores: Any, steps: StepBuffer) -> None:
+    """`score.<s>` (or `score.<s>.<key>` of a dict value) = value_to_float of the current value
+    (an edited score's `history` stays in meta.scores); NaN is null (unscored)."""
     if not scores:
         return
     if not isinstance(scores, dict):
         raise steps.error("scores is not an object")
     for name, score in scores.items():
-        value = score.get("value") if isinstance(score, dict) else None
-        if isinstance(value, dict):
-            for key, part in value.items():
-                row[f"score.{name}.{key}"] = value_to_float(part)
-        elif not isinstance(value, list):
-            row[f"score.{name}"] = value_to_float(value)
-    row["meta.scores"] = json_text(scores)
+        if not isinstance(score, dict):
+            raise steps.error(f"scores[{name!r}] is not an Inspect Score object")
+        value = score.get("value")
+        parts = value.items() if isinstance(value, dict) else [] if isinstance(value, list) else [(None, value)]
+        for key, part in parts:
+            number = value_to_float(part)
+            if number is not None and not math.isfinite(number):
+                field = f"scores[{name!r}].value" + ("" if key is None else f"[{key!r}]")
+                raise steps.error(f"{field} is {part!r}, not a finite number (Inspect's unscored marker is NaN)")
+            row[f"score.{name}" if key is None else f"score.{name}.{key}"] = number
+    row["meta.scores"] = text(scores)
 
 
 def _usage(row: dict[str, Any], usage: Any, steps: StepBuffer) -> None:
     if not isinstance(usage, dict) or not usage:
         return
     totals = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    extra = dict.fromkeys(("input_tokens_cache_read", "input_tokens_cache_write", "reasoning_tokens"), 0)
+    seen: set[str] = set()
+    cost: float | None = None
     for model, counts in usage.items():
         if not isinstance(counts, dict):
             raise steps.error(f"model_usage[{model!r}] is not an object")
-        for key in totals:
-            value = counts.get(key, 0)
+        for key in (*totals, *extra):
+            value = counts.get(key)
+            if value is None and key in extra:
+                continue
+            value = 0 if value is None else value
             if type(value) is not int or value < 0:
-                raise steps.error(f"model_usage[{model!r}].{key} is not a non-negative integer")
-            totals[key] += value
+                raise steps.error(f"model_usage[{model!r}].{key} is {value!r}, not a non-negative integer")
+            (totals if key in totals else extra)[key] += value
+            seen.add(key)
+        price = counts.get("total_cost")
+        if price is not None:
+            if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf:
+                raise steps.error(f"model_usage[{model!r}].total_cost is {price!r}, not a non-negative number")
+            cost = (cost or 0.0) + float(price)
     row.update(totals)
+    row.update({f"meta.{k}": v for k, v in extra.items() if k in seen})
+    if cost is not None:
+        row["cost_usd"] = cost
 
 
 def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: set[str]) -> None:
+    """One rule per scorer x reducer x replayable metric of the log's results, `reported` its value
+    and scored-sample count (see docs/importers.md for how Inspect's counting is replayed)."""
     results = log.header.get("results")
     scores = results.get("scores") if isinstance(results, dict) else None
     if not scores:
         session.note(f"{log.path.name} reports no scores; no rule was declared for it")
         return
-    for entry in scores:
-        if not isinstance(entry, dict) or not isinstance(entry.get("metrics"), dict):
-            continue
+    entries = [e for e in scores if isinstance(e, dict) and isinstance(e.get("metrics"), dict)]
+    reducers: dict[tuple[str, str], set[str]] = {}
+    for entry in entries:
+        name = str(entry.get("name"))
+        reducers.setdefault((str(entry.get("scorer") or name), name), set()).add(_reducer_name(entry, log))
+    for entry in entries:
         name = str(entry.get("name"))
         scorer = str(entry.get("scorer") or name)
+        reducer = _reducer_name(entry, log)
         column = f"score.{scorer}.{name}" if scorer != name else f"score.{name}"
-        for metric, info in sorted(entry["metrics"].items()):
+        for key, info in entry["metrics"].items():
+            metric = str(info.get("name") or key) if isinstance(info, dict) else str(key)
             value = info.get("value") if isinstance(info, dict) else None
-            if metric not in ("accuracy", "mean"):
-                session.note(f"{log.path.name}: metric {name}/{metric} has no declared rule (only accuracy and "
-                             "mean are replayable as rules)")
+            where = f"{log.path.name}: {name}/{key}" + (f" ({reducer})" if reducer else "")
+            if metric.split("/")[-1] not in ("accuracy", "mean"):
+                session.note(f"{where} has no declared rule (accuracy and mean replay as rules; the value is "
+                             "kept in meta.inspect.logs[].results)")
                 continue
-            reducer = str(entry.get("reducer") or log.reducers[0])
-            reduce = None
-            if log.epochs > 1:
-                reduce = _reduce(reducer)
-                if reduce is None:
-                    session.note(f"{log.path.name}: {name}/{metric} reduces epochs with {reducer!r}, which no rule "
-                                 "reducer reproduces; no rule was declared for it")
-                    continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                session.note(f"{where} reports {value!r}, not a number; no rule was declared for it")
                 continue
-            rule_id = f"inspect.{rule_id_part(log.task)}.{rule_id_part(name)}.{rule_id_part(metric)}"
-            if rule_id in taken:
+            reduce, score = _reduce(reducer, column, log.epochs)
+            if reduce is False:
+                session.note(f"{where} reduces epochs with {reducer!r}, which no rule reducer reproduces; no rule "
+                             "was declared for it")
+                continue
+            parts = ["inspect", log.task, name, key] + ([reducer] if len(reducers[(scorer, name)]) > 1 else [])
+            rule_id = ".".join(rule_id_part(p) for p in parts)
+            if rule_id in taken:  # another log of the same task in this card
                 rule_id = f"{rule_id}.{rule_id_part(log.task_run)}"
+            n = 2
+            while rule_id in taken:
+                rule_id, n = f"{rule_id.rsplit('.log', 1)[0]}.log{n}", n + 1
             taken.add(rule_id)
+            reported: dict[str, Any] = {"group": {"agent": agent}, "value": float(value),
+                                        "tolerance": 1e-9 * max(1.0, abs(float(value)))}
+            if type(entry.get("scored_samples")) is int:
+                reported["n"] = entry["scored_samples"]
             session.add_rule(rule_document(
                 rule=rule_id,
                 kind="original",
                 description=(
-                    f"Inspect's reported {metric} of {name} for {log.task} ({log.path.name}): the mean of "
-                    f"{column}, Inspect's value_to_float of each sample's score (C=1, P=0.5, I=0, N=0; "
-                    "see meta.inspect.value_to_float), over samples that did not error; samples that hit a "
-                    "limit are scored as Inspect scored them."
+                    f"Inspect's reported {key} of {name} for {log.task} ({log.path.name}"
+                    + (f", epochs reduced with {reducer}" if reduce else "") + "): "
+                    f"the mean of {column}, Inspect's value_to_float of each sample's score (see "
+                    "meta.inspect.value_to_float). As Inspect counts: every sample-epoch that carries this score "
+                    "is scored whatever its status (errored samples carry none unless score_on_error or a "
+                    "re-score gave them one); NaN, Inspect's unscored marker, is null and excluded (counted)"
+                    + ("; pass@k counts an epoch as a success when its value is >= 1 and leaves out samples "
+                       "with fewer than k scored epochs" if reduce and reduce["with"].startswith("pass") else "")
+                    + "."
                 ),
                 select=f"meta.eval_task_id == {_quote(log.task_run)}",
-                score=_column_ref(column),
-                on_status={"completed": "score", "limit": "score", "error": "exclude", "timeout": "exclude",
-                           "cancelled": "exclude", "skipped": "exclude"},
-                on_missing=0,
+                score=score,
+                on_status={s: "score" for s in ("completed", "error", "timeout", "limit", "cancelled", "skipped")},
+                on_missing="exclude",
                 reduce=reduce,
                 aggregate={"statistic": "mean", "group_by": ["agent"], "unit": "task_id",
                            "interval": {"method": "auto", "level": 0.95}},
-                reported=[{"group": {"agent": agent}, "value": float(value)}],
+                reported=[reported],
             ))
 
 
-def _reduce(reducer: str) -> dict[str, Any] | None:
+def _reducer_name(entry: dict[str, Any], log: InspectLog) -> str:
+    reducer = entry.get("reducer")
+    return str(reducer) if reducer else str(log.reducers[0]) if log.reducers else "mean"
+
+
+def _reduce(reducer: str, column: str, epochs: int) -> tuple[dict[str, Any] | None | bool, str]:
+    """The rule's reduce and score for an Inspect reducer; (False, _) when none reproduces it."""
+    ref = _column_ref(column)
+    if epochs <= 1 and reducer in _REDUCERS:
+        return None, ref  # one epoch: every reducer returns the value itself
     if reducer in _REDUCERS:
-        return {"by": ["task_id"], "with": _REDUCERS[reducer]}
-    m = re.match(r"^pass_at_(\d+)$", reducer)
+        return {"by": ["task_id"], "with": _REDUCERS[reducer]}, ref
+    m = re.match(r"^(pass_at|pass_k)_(\d+)$", reducer)
     if m:
-        return {"by": ["task_id"], "with": "pass_at_k", "k": int(m.group(1))}
-    return None
+        how = "pass_at_k" if m.group(1) == "pass_at" else "pass_hat_k"
+        return {"by": ["task_id"], "with": how, "k": int(m.group(2)), "short": "exclude"}, f"{ref} >= 1"
+    return False, ref
 
 
 def _column_ref(column: str) -> str:

@@ -27,20 +27,24 @@ Without events, messages map as: system/user/assistant → `message`; an assista
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from .steps import StepBuffer, json_text, parse_timestamp
+from .inspect_log import text as json_text
+from .steps import StepBuffer, parse_timestamp
 
 __all__ = ["add_events", "add_messages", "message_text", "resolve_attachment"]
 
 _STATE = frozenset(("state", "store", "sample_init"))
-_PREFIX = "attachment://"
+_PREFIXES = ("attachment://", "tc://")  # tc:// in logs of 2024 (inspect_ai 0.3.4x)
 
 
 def resolve_attachment(text: Any, attachments: dict[str, str]) -> Any:
-    """The attachment an `attachment://<hash>` reference names (other values unchanged)."""
-    if isinstance(text, str) and text.startswith(_PREFIX):
-        return attachments.get(text[len(_PREFIX) :], text)
+    """The attachment an `attachment://<hash>` (or older `tc://<hash>`) reference names (other values unchanged)."""
+    if isinstance(text, str):
+        for prefix in _PREFIXES:
+            if text.startswith(prefix):
+                return attachments.get(text[len(prefix) :], text)
     return text
 
 
@@ -95,10 +99,15 @@ class _Timeline:
         return sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if b[1] < a[1])
 
 
-def add_events(steps: StepBuffer, events: list[Any], attachments: dict[str, str]) -> int:
+def add_events(
+    steps: StepBuffer, events: list[Any], attachments: dict[str, str], pool: list[Any] | None = None
+) -> int:
     """Append one or two steps per event (see the module table), in time order; returns the
-    number of steps that the log had written out of time order."""
+    number of steps that the log had written out of time order. `pool` is the sample's
+    message pool (`events_data.messages`, or `message_pool` of format 3) that model events'
+    `input_refs` index."""
     line = _Timeline()
+    seen: Counter[tuple[str, str]] = Counter()  # conversation messages already stepped
     spans: dict[str, str | None] = {}
     scorer_spans: set[str] = set()
     scorer: str | None = None  # the scorer whose span or step encloses a `score` event
@@ -108,20 +117,15 @@ def add_events(steps: StepBuffer, events: list[Any], attachments: dict[str, str]
         kind = ev["event"]
         t = parse_timestamp(ev.get("timestamp"), file=steps.file, record=f"{steps.record}, events[{i}]")
         if kind == "model":
-            output = ev.get("output") if isinstance(ev.get("output"), dict) else {}
-            choices = output.get("choices") or []
-            message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
-            text = message_text(message.get("content"), attachments) if isinstance(message, dict) else None
-            tin, tout = _tokens(output.get("usage"))
-            line.put("add", t, kind="message", role="assistant", name=ev.get("model"), content=text,
-                     input_tokens=tin, output_tokens=tout, is_error=True if ev.get("error") else None, payload=ev)
+            _model(steps, line, ev, t, attachments, pool, seen, i)
         elif kind == "tool":
+            seen[("tool", str(ev.get("id")))] += 1
             _tool(steps, line, ev, t, attachments, i)
         elif kind == "error":
             error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
-            line.put("add", t, kind="error", content=_str(error.get("message")), is_error=True, payload=ev)
+            line.put("add", t, kind="error", content=_str(error.get("message")), is_error=True, payload=json_text(ev))
         elif kind == "sample_limit":
-            line.put("add", t, kind="limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=ev)
+            line.put("add", t, kind="limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=json_text(ev))
         elif kind in ("span_begin", "span_end", "step"):
             if kind == "step":  # older logs: solver and scorer steps instead of spans
                 begin, key, name = ev.get("action") == "begin", None, _str(ev.get("name"))
@@ -135,20 +139,90 @@ def add_events(steps: StepBuffer, events: list[Any], attachments: dict[str, str]
                 if key is not None:
                     scorer_spans.add(key)
                 scorer = name if begin else None
-            line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=ev)
+            line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=json_text(ev))
         elif kind == "score":
             score = ev.get("score") if isinstance(ev.get("score"), dict) else {}
             value = score.get("value")
             line.put("add", t, kind="score", name=scorer,
                      content=value if isinstance(value, str) else (None if value is None else json_text(value)),
-                     payload=ev)
+                     payload=json_text(ev))
         elif kind in _STATE:
-            line.put("add", t, kind="state", name=kind, payload=ev)
+            line.put("add", t, kind="state", name=kind, payload=json_text(ev))
         elif kind == "sandbox":
-            line.put("add", t, kind="action", name="sandbox", payload=ev)
+            line.put("add", t, kind="action", name="sandbox", payload=json_text(ev))
         else:
-            line.put("add", t, kind="annotation", name=kind, content=_annotation_text(ev, attachments), payload=ev)
+            line.put("add", t, kind="annotation", name=kind, content=_annotation_text(ev, attachments), payload=json_text(ev))
     return line.write(steps)
+
+
+def _model(
+    steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str],
+    pool: list[Any] | None, seen: Counter[tuple[str, str]], i: int,
+) -> None:
+    """Steps of a model event: first the input messages not stepped before (system and user
+    prompts, prefilled assistant turns, tool results no tool event gave), then the call: an
+    assistant `message`, or an `error` step for a failed attempt (Inspect retries those)."""
+    inputs = ev.get("input") or []
+    refs = ev.get("input_refs")
+    if not inputs and refs:
+        inputs = _expand_refs(steps, refs, pool, i)
+    if not isinstance(inputs, list):
+        raise steps.error(f"events[{i}].input is not a list of messages")
+    here: Counter[tuple[str, str]] = Counter()
+    for msg in inputs:
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            raise steps.error(f"events[{i}].input holds something that is not an Inspect chat message")
+        key = _message_key(msg)
+        here[key] += 1
+        if here[key] <= seen[key]:
+            continue
+        seen[key] += 1
+        role, content = msg["role"], message_text(msg.get("content"), attachments)
+        if role == "tool":
+            line.put("add", t, kind="observation", role="tool", name=_str(msg.get("function")), content=content,
+                     is_error=msg.get("error") is not None, payload=json_text(msg))
+        else:
+            line.put("add", t, kind="message", role=role, content=content, payload=json_text(msg))
+    output = ev.get("output") if isinstance(ev.get("output"), dict) else {}
+    choices = output.get("choices") or []
+    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+    if isinstance(message, dict):
+        seen[_message_key({"role": "assistant", **message})] += 1
+    usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
+    cost = usage.get("total_cost")
+    cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
+    tin, tout = _tokens(usage)
+    if ev.get("error"):
+        line.put("add", t, kind="error", name=_str(ev.get("model")), content=_str(ev["error"]), is_error=True,
+                 input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=json_text(ev))
+        return
+    text = message_text(message.get("content"), attachments) if isinstance(message, dict) else None
+    line.put("add", t, kind="message", role="assistant", name=ev.get("model"), content=text,
+             input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=json_text(ev))
+
+
+def _message_key(msg: dict[str, Any]) -> tuple[str, str]:
+    """What identifies a conversation message across model events: a tool result by its call,
+    another message by its id (older logs have none: by its JSON)."""
+    if msg["role"] == "tool" and isinstance(msg.get("tool_call_id"), str):
+        return ("tool", msg["tool_call_id"])
+    if isinstance(msg.get("id"), str):
+        return (msg["role"], msg["id"])
+    return (msg["role"], json_text({k: v for k, v in msg.items() if k not in ("source", "model")}))
+
+
+def _expand_refs(steps: StepBuffer, refs: Any, pool: list[Any] | None, i: int) -> list[Any]:
+    """Inspect's `input_refs`: [start, end) ranges into the sample's message pool."""
+    if pool is None:
+        raise steps.error(f"events[{i}] refers to a message pool (input_refs) the sample does not have")
+    out: list[Any] = []
+    for pair in refs if isinstance(refs, list) else [None]:
+        if (not isinstance(pair, list) or len(pair) != 2 or any(type(x) is not int for x in pair)
+                or not 0 <= pair[0] <= pair[1] <= len(pool)):
+            raise steps.error(f"events[{i}].input_refs holds {pair!r}, not a [start, end) range into the "
+                              f"{len(pool)}-message pool")
+        out.extend(pool[pair[0] : pair[1]])
+    return out
 
 
 def _str(value: Any) -> str | None:
@@ -207,11 +281,11 @@ def add_messages(steps: StepBuffer, messages: list[Any], attachments: dict[str, 
                                   is_error=error is not None, payload=rest or None)
             else:
                 steps.add("observation", role="tool", name=_str(msg.get("function")), content=text,
-                          is_error=error is not None, payload=rest or None)
+                          is_error=error is not None, payload=json_text(rest) if rest else None)
             continue
         calls = msg.get("tool_calls") or []
         if text or not calls:
-            steps.add("message", role=role, content=text, payload=rest or None)
+            steps.add("message", role=role, content=text, payload=json_text(rest) if rest else None)
             rest = {}
         for j, call in enumerate(calls):
             if not isinstance(call, dict) or not isinstance(call.get("function"), str):

@@ -22,6 +22,7 @@ second pass.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -31,10 +32,11 @@ from typing import Any
 from ..errors import SourceFormatError
 from .json_stream import JsonStream, parse_json
 from .session import ImportSession
+from .steps import json_text
 from .zip_reader import SafeZip
 
 __all__ = ["MAX_HEADER_BYTES", "MAX_JSON_LOG_BYTES", "MAX_SAMPLE_BYTES", "MAX_SAMPLE_CHARS", "InspectLog",
-           "open_log"]
+           "open_log", "plain", "text"]
 
 #: A .json log larger than this is refused before it is read; one sample may hold at most
 #: MAX_SAMPLE_CHARS characters (the stream buffers one sample at a time).
@@ -47,6 +49,27 @@ _SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
 _KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 
 Samples = Iterator[tuple[str, Callable[[], Any]]]
+_CONSTANT_TEXT = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def plain(value: Any) -> Any:
+    """`value` with non-finite floats as the strings "NaN", "Infinity", "-Infinity" (JSON has no
+    such numbers; Inspect writes NaN for unscored samples), so it can be kept as JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else _CONSTANT_TEXT[value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def text(value: Any) -> str:
+    """Deterministic JSON text of an Inspect value (`json_text`; non-finite floats as in `plain`)."""
+    try:
+        return json_text(value)
+    except ValueError:
+        return json_text(plain(value))
 
 
 class InspectLog:

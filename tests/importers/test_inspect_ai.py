@@ -93,8 +93,10 @@ def test_the_reported_metric_is_a_declared_rule(synthetic, tmp_path):
     doc = yaml.safe_load(text)
     assert list(doc) == ["rule", "version", "kind", "description", "select", "score", "on_status", "on_missing",
                          "reduce", "aggregate", "reported"]
-    assert doc["reduce"] == {"by": ["task_id"], "with": "mean"} and doc["on_status"]["error"] == "exclude"
-    assert doc["reported"] == [{"group": {"agent": "mockllm/model"}, "value": 0.375, "tolerance": 1e-06}]
+    # Inspect counts every sample-epoch that carries the score, whatever its status; the errored one has none
+    assert doc["reduce"] == {"by": ["task_id"], "with": "mean"} and set(doc["on_status"].values()) == {"score"}
+    assert doc["on_missing"] == "exclude"
+    assert doc["reported"] == [{"group": {"agent": "mockllm/model"}, "value": 0.375, "tolerance": 1e-09}]
     assert "stderr" in " ".join(result.notes)  # what was not mapped is said
     assert_valid(result.path)
 
@@ -129,7 +131,8 @@ def test_a_log_with_fewer_samples_than_planned_declares_them(tmp_path):
 @pytest.mark.parametrize(
     ("value", "expected"),
     [("C", 1.0), ("I", 0.0), ("P", 0.5), ("N", 0.0), ("Yes", 1.0), ("false", 0.0), ("0.25", 0.25), (True, 1.0),
-     (3, 3.0), ("maybe", None), (None, None), ([1], None)],
+     (3, 3.0), ("-1", -1.0), ("1e-1", 0.1), (" 2", 2.0), ("nan", 0.0), ("inf", 0.0), (float("nan"), None),
+     ("maybe", 0.0), (None, 0.0), ([1], 0.0), ({"a": 1}, 0.0)],
 )
 def test_value_to_float(value, expected):
     assert value_to_float(value) == expected
@@ -167,8 +170,12 @@ def test_the_json_logs_import_with_their_tool_events(tmp_path, rel, tool_calls):
     result, card = run_import("inspect", [path], tmp_path / "card")
     n_events = sum(len(s["events"]) for s in log["samples"])
     n_tools = sum(1 for s in log["samples"] for e in s["events"] if e["event"] == "tool")
+    # system and user messages sent to a model (the solver's, a model grader's) become message steps, once each
+    n_prompts = sum(len({m["id"] for e in s["events"] if e["event"] == "model" for m in e["input"]
+                         if m["role"] in ("system", "user")}) for s in log["samples"])
     assert n_tools == tool_calls
-    assert result.episodes == len(log["samples"]) and result.steps == n_events + n_tools  # a tool event is a call and a result
+    assert result.episodes == len(log["samples"])
+    assert result.steps == n_events + n_tools + n_prompts  # a tool event is a call and a result
     steps = card.steps(columns=["kind", "call_id"]).to_pylist()
     calls = [s["call_id"] for s in steps if s["kind"] == "tool_call"]
     assert len(calls) == tool_calls and sorted(calls) == sorted(s["call_id"] for s in steps if s["kind"] == "tool_result")
