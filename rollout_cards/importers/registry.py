@@ -26,6 +26,7 @@ ENTRY_POINT_GROUP = "rollout_cards.importers"
 #: the package runs from a source tree whose metadata is not installed.
 BUILTIN: dict[str, str] = {
     "agentbench": "rollout_cards.importers.agentbench:AgentBenchImporter",
+    "agentlab": "rollout_cards.importers.agentlab:AgentLabImporter",
     "atif": "rollout_cards.importers.chat_jsonl:AtifImporter",
     "chat-jsonl": "rollout_cards.importers.chat_jsonl:ChatJsonlImporter",
     "inspect": "rollout_cards.importers.inspect_ai:InspectImporter",

@@ -54,9 +54,12 @@ def import_source(
         raise ImporterError("give at least one source file")
     if len(urls) > len(paths):
         raise ImporterError(f"{len(urls)} URLs given for {len(paths)} source file(s)")
+    # An importer whose sources may be output directories says so with `directories = True`.
+    directories = bool(getattr(importer, "directories", False))
     for path in paths:
-        if not path.is_file():
-            raise SourceFormatError("does not exist or is not a regular file", file=str(path))
+        if not (path.is_file() or (directories and path.is_dir())):
+            what = "a regular file or directory" if directories else "a regular file"
+            raise SourceFormatError(f"does not exist or is not {what}", file=str(path))
     out_path = Path(out)
     request = ImportRequest(sources=paths, urls=tuple(urls), agent=agent, options=dict(options or {}))
     session = ImportSession(

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import csv
+import json
+import os
+import pickle
+
+import pytest
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.agentlab import parse_experiment_name, terminal_state
+from tests.conftest import external
+from tests.importers.conftest import assert_valid, run_import
+
+OLD = "agentlab/2024-08-01_10-20-52_GenericAgent_on_miniwob.ascending-numbers_64_e6d2d5"
+NEW = "agentlab/2025-01-22_11-03-29_GenericAgent-gpt-4o-mini_on_miniwob.click-checkboxes_20"
+CSV = "agentlab/result_df_trial_1_of_3.csv"
+
+
+def _summary(**kw):
+    base = {"n_steps": 3, "cum_reward": 1.0, "cum_raw_reward": 0, "err_msg": None, "stack_trace": None,
+            "stats.cum_input_tokens": 100, "stats.cum_output_tokens": 10, "stats.cum_cost": 0.5,
+            "stats.cum_step_elapsed": 1.5, "terminated": True, "truncated": False}
+    return {**base, **kw}
+
+
+def _experiment(root, name, summary, extra=()):
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "summary_info.json").write_text(json.dumps(summary))
+    for f in extra:
+        (d / f).write_bytes(b"x")
+    return d
+
+
+def test_real_experiments_and_study_table(tmp_path):
+    old, new, table = external(OLD), external(NEW), external(CSV)
+    result, card = run_import("agentlab", [old, new, table], tmp_path / "c")
+    rows = list(csv.DictReader(table.open()))
+    names = {r["exp_dir"].rsplit("/", 1)[-1] for r in rows} | {old.name, new.name}
+    assert result.episodes == len(names) == 5  # the new experiment is also a row of the table
+    eps = {e["episode_id"]: e for e in card.episodes().to_pylist()}
+    summary = json.loads((old / "summary_info.json").read_text())
+    e = eps[old.name]
+    assert e["status"] == "error" and e["error_message"] == summary["err_msg"]  # err_msg wins over truncated
+    assert (e["agent"], e["task_id"], e["seed"]) == ("GenericAgent", "miniwob.ascending-numbers", 64)
+    assert e["input_tokens"] == summary["stats.cum_openai_prompt_tokens"]
+    assert e["cost_usd"] == summary["stats.cum_openai_total_cost"]
+    assert e["meta.n_steps"] == summary["n_steps"] and e["meta.truncated"] is True
+    for r in rows:
+        e = eps[r["exp_dir"].rsplit("/", 1)[-1]]
+        assert e["score.cum_reward"] == float(r["cum_reward"]) and e["seed"] == int(r["env.task_seed"])
+        assert e["cond.agent.chat_model.model_name"] == r["agent.chat_model.model_name"]
+        assert e["input_tokens"] == int(r["stats.cum_input_tokens"])
+    # AgentLab's summarize: mean of cum_reward per agent (plain Python over the sources)
+    by_agent = {}
+    for r in rows:
+        by_agent.setdefault(r["agent.agent_name"], []).append(float(r["cum_reward"]))
+    by_agent.setdefault("GenericAgent", []).append(summary["cum_reward"])
+    (rule,) = result.rules
+    assert {x["group"]["agent"]: x["value"] for x in rule["reported"]} == {
+        a: sum(v) / len(v) for a, v in by_agent.items()}
+    assert_valid(tmp_path / "c")
+
+
+@pytest.mark.parametrize(("summary", "status"), [
+    ({"err_msg": "boom", "truncated": True}, "error"),
+    ({"truncated": True, "terminated": False}, "limit"),
+    ({"terminated": True}, "completed"),
+    ({"terminated": False, "truncated": False}, "cancelled"),
+])
+def test_terminal_states(summary, status):
+    assert terminal_state(summary)[0] == status
+
+
+def test_study_directory_with_pickles_never_opens_them(tmp_path):
+    study = tmp_path / "study"
+    trace = "Traceback (most recent call last):\n  File x\nValueError: bad bid"
+    _experiment(study, "2025-01-01_00-00-00_MyAgent_on_webarena.12_0", _summary(),
+                extra=["step_0.pkl.gz", "step_1.pkl.gz", "exp_args.pkl", "screenshot_step_0.png",
+                       "experiment.log"])
+    _experiment(study, "2025-01-01_00-00-00_MyAgent_on_webarena.13_0",
+                _summary(err_msg="bad bid", stack_trace=trace, cum_reward=0.0, terminated=False))
+    _experiment(study, "2025-01-01_00-00-00_MyAgent_on_webarena.14_0",
+                _summary(terminated=False, truncated=False, cum_reward=None))
+    # a pickle that would run code if loaded
+    (study / "2025-01-01_00-00-00_MyAgent_on_webarena.12_0" / "step_0.pkl.gz").write_bytes(
+        pickle.dumps(os.system))
+    result, card = run_import("agentlab", [study], tmp_path / "c")
+    eps = {e["task_id"]: e for e in card.episodes().to_pylist()}
+    assert eps["webarena.13"]["status"] == "error" and eps["webarena.13"]["error_type"] == "ValueError"
+    assert eps["webarena.13"]["error_traceback"] == trace
+    assert eps["webarena.14"]["status"] == "cancelled" and eps["webarena.14"]["score.cum_reward"] is None
+    drops = {(d.target, d.loss_class): d for d in card.manifest.drops}
+    assert drops[("steps", "unsafe_format")].count == 3
+    assert drops[("artifacts", "channel_excluded")].count >= 1
+    (rule,) = result.rules
+    assert rule["reported"] == [{"group": {"agent": "MyAgent"}, "value": 0.5, "tolerance": 1e-6}]
+    assert_valid(tmp_path / "c")
+
+
+def test_a_link_in_the_source_is_refused_not_followed(tmp_path):
+    study = tmp_path / "study"
+    d = _experiment(study, "2025-01-01_00-00-00_A_on_t_1", _summary())
+    outside = tmp_path / "secret.json"
+    outside.write_text("{}")
+    (d / "notes.json").symlink_to(outside)
+    with pytest.raises(SourceFormatError, match="symbolic link"):
+        run_import("agentlab", [study], tmp_path / "c")
+
+
+@pytest.mark.parametrize(("summary", "message"), [
+    ('{"cum_reward": "lots", "terminated": true}', "cum_reward is 'lots', not a number"),
+    ('{"cum_reward": 1e999, "terminated": true}', "summary_info.json"),
+    ('{"terminated": "yes"}', "terminated is 'yes', not true or false"),
+    ('{"stats.cum_input_tokens": 1e30, "terminated": true}', "not a 64-bit integer"),
+    ('[1, 2]', "is not a JSON object"),
+    ('{"cum_reward": 1', "summary_info.json"),
+    ('{"err_msg": {"a": 1}}', "err_msg is dict"),
+])
+def test_bad_summaries_name_the_file_and_field(tmp_path, summary, message):
+    d = tmp_path / "2025-01-01_00-00-00_A_on_t_1"
+    d.mkdir()
+    (d / "summary_info.json").write_text(summary)
+    with pytest.raises(SourceFormatError) as info:
+        run_import("agentlab", [d], tmp_path / "c")
+    assert message in str(info.value) and "summary_info.json" in str(info.value)
+
+
+def test_keep_going_skips_a_bad_experiment_and_declares_it(tmp_path):
+    study = tmp_path / "study"
+    _experiment(study, "2025-01-01_00-00-00_A_on_t_1", _summary())
+    _experiment(study, "2025-01-01_00-00-00_A_on_t_2", _summary(cum_reward="x"))
+    result, card = run_import("agentlab", [study], tmp_path / "c", keep_going=True)
+    assert result.episodes == 1 and len(result.malformed) == 1
+    assert any(d.declaration == "source_malformed" for d in card.manifest.drops)
+
+
+def test_bad_csv_rows_are_located(tmp_path):
+    path = tmp_path / "result_df.csv"
+    path.write_text("exp_dir,cum_reward,terminated\n/x/A_on_t_1,1.0,True\n/x/A_on_t_2,1.0\n")
+    with pytest.raises(SourceFormatError, match="row 2: has 2 cells for 3 columns"):
+        run_import("agentlab", [path], tmp_path / "c")
+
+
+def test_experiment_names():
+    assert parse_experiment_name("2024-08-01_10-20-52_GenericAgent_on_miniwob.ascending-numbers_64_e6d2d5") == (
+        "GenericAgent", "miniwob.ascending-numbers", 64)
+    assert parse_experiment_name("A-b_on_workarena.servicenow.order_3") == ("A-b", "workarena.servicenow.order", 3)
+    assert parse_experiment_name("no-structure") is None
