@@ -1,0 +1,286 @@
+"""What the HTML report shows, gathered from the library's own report objects.
+
+`gather(...)` runs the same `rules.rescore` as `rcard rescore` (so every number in the
+page is the one the text output prints), the `info` summary, and the validator (for the
+integrity panel), and adds what only a page needs: terminal states per group, attempt
+curves for reducing rules, and a deterministic sample of episodes with their steps.
+Everything returned is plain data; `page.py` turns it into HTML.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import RuleError
+from ..io.reader import Card, open_card
+from ..model.rule import Reduce, ReduceWith, Rule
+from ..rules.engine import apply_rule
+from ..rules.loader import declared_rules, load_rule
+from ..rules.rescore import RuleSource, rescore
+from ..rules.results import RescoreReport
+from ..summary import summarize
+from ..tables import TerminalStatus
+
+__all__ = ["EpisodeSample", "ReportData", "SampleLimits", "gather"]
+
+_STATUSES = [s.value for s in TerminalStatus]
+#: Episode columns shown in the browser besides score./cond./task. columns.
+_EPISODE_COLUMNS = (
+    "episode_id", "task_id", "agent", "trial", "run_id", "status", "n_steps",
+    "input_tokens", "output_tokens", "cost_usd", "error_type", "error_message",
+)
+_STEP_COLUMNS = (
+    "seq", "kind", "role", "agent", "name", "call_id", "content", "args", "is_error",
+    "input_tokens", "output_tokens", "cost_usd", "parent_seq", "depth",
+)
+
+
+@dataclass(frozen=True)
+class SampleLimits:
+    """How much of the record the episode browser embeds (the aggregates are always exact)."""
+
+    episodes: int = 120
+    steps_per_episode: int = 200
+    chars_per_field: int = 2000
+    #: Hard cap of embedded text over all sampled steps; past it, later episodes show no steps.
+    total_chars: int = 8_000_000
+
+
+@dataclass
+class EpisodeSample:
+    """The episodes the browser offers, and the rule that chose them."""
+
+    total: int
+    rule: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    steps: dict[str, list[dict[str, Any]]]
+    truncated_steps: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the browser holds fewer episodes than the card."""
+        return len(self.rows) < self.total
+
+
+@dataclass
+class ReportData:
+    """Everything the page renders."""
+
+    rescore: RescoreReport
+    summary: dict[str, Any]
+    validation: dict[str, Any] | None
+    status_by_group: dict[tuple[str, ...], dict[str, dict[str, int]]]
+    attempts: list[dict[str, Any]]
+    episodes: EpisodeSample
+    signature_checked: bool = False
+
+
+def gather(
+    card: str | os.PathLike[str],
+    rules: Iterable[RuleSource] = (),
+    *,
+    seed: int | None = None,
+    limits: SampleLimits | None = None,
+    check: bool = True,
+    public_key: str | os.PathLike[str] | None = None,
+    signature: str | os.PathLike[str] | None = None,
+) -> ReportData:
+    """Collect the report of `card` under its declared rules and the alternative `rules`.
+
+    `check` runs the validator (without replay: the rescore already replays the rules)
+    for the integrity panel; `public_key` also checks the detached signature."""
+    limits = limits or SampleLimits()
+    opened = open_card(card)
+    validation = None
+    if check:
+        from ..validate import validate
+
+        validation = validate(
+            card, replay=False, max_findings=20, public_key=public_key, signature=signature
+        ).to_json_dict()
+    report = rescore(opened, list(rules), seed=seed)
+    return ReportData(
+        rescore=report,
+        summary=summarize(opened),
+        validation=validation,
+        status_by_group=_status_by_group(opened, report),
+        attempts=_attempt_curves(opened, report, list(rules), seed),
+        episodes=_sample_episodes(opened, limits, seed or 0),
+        signature_checked=public_key is not None,
+    )
+
+
+def _status_by_group(card: Card, report: RescoreReport) -> dict[tuple[str, ...], dict[str, dict[str, int]]]:
+    """Terminal-state counts per group, for every distinct group_by of the report's rules."""
+    out: dict[tuple[str, ...], dict[str, dict[str, int]]] = {}
+    for run in report.runs:
+        keys = tuple(run.group_by)
+        if keys in out:
+            continue
+        table = card.episodes(columns=[*keys, "status"])
+        columns = {}
+        for name in [*keys, "status"]:
+            col = table.column(name)
+            if pa.types.is_dictionary(col.type):
+                col = col.cast(pa.string())
+            columns[name] = pc.cast(col, pa.string()).fill_null("(null)")
+        flat = pa.table(columns)
+        counts = flat.group_by([*keys, "status"]).aggregate([([], "count_all")]).to_pylist()
+        groups: dict[str, dict[str, int]] = {}
+        for row in counts:
+            label = ", ".join(f"{k}={row[k]}" for k in keys) or "(all)"
+            groups.setdefault(label, {s: 0 for s in _STATUSES})[row["status"]] = row["count_all"]
+        out[keys] = dict(sorted(groups.items()))
+    return out
+
+
+def _attempt_rules(card: Card, alternatives: Sequence[RuleSource]) -> list[Rule]:
+    rules = [r for r, _ in declared_rules(card)]
+    rules += [s if isinstance(s, Rule) else load_rule(s) for s in alternatives]
+    return [
+        r for r in rules
+        if r.reduce is not None and r.reduce.with_ in (ReduceWith.PASS_AT_K, ReduceWith.PASS_HAT_K)
+    ]
+
+
+def _attempt_curves(
+    card: Card, report: RescoreReport, alternatives: Sequence[RuleSource], seed: int | None
+) -> list[dict[str, Any]]:
+    """pass@k / pass^k for k = 1..K of every rule that reduces with them (K = the rule's k,
+    at least the most attempts any key has, at most 10), each k run by the engine."""
+    curves = []
+    for rule in _attempt_rules(card, alternatives):
+        assert rule.reduce is not None  # noqa: S101 - filtered above
+        top = max(rule.reduce.k or 1, _max_attempts(card, rule.reduce.by))
+        top = min(top, 10)
+        by_group: dict[str, list[tuple[int, float | None]]] = {}
+        stopped = None
+        for k in range(1, top + 1):
+            reduce = Reduce.model_validate({"by": list(rule.reduce.by), "with": rule.reduce.with_.value, "k": k})
+            variant = rule.model_copy(update={"rule": f"{rule.rule}.k{k}", "reduce": reduce, "reported": []})
+            try:
+                run = apply_rule(card, variant, seed=seed)
+            except RuleError as exc:
+                # pass@k needs k attempts of every key: the curve ends where the data does.
+                stopped = f"k = {k} and beyond not shown: {exc}"
+                break
+            for head in run.headlines().values():
+                by_group.setdefault(head.label, []).append((k, head.value))
+        curves.append({
+            "rule": rule.rule,
+            "estimator": rule.reduce.with_.value,
+            "by": list(rule.reduce.by),
+            "k_max": max((len(v) for v in by_group.values()), default=0),
+            "curves": by_group,
+            "stopped": stopped,
+        })
+    return curves
+
+
+def _max_attempts(card: Card, by: Sequence[str]) -> int:
+    table = card.episodes(columns=list(by))
+    if table.num_rows == 0:
+        return 1
+    counts = table.group_by(list(by)).aggregate([([], "count_all")])
+    return int(pc.max(counts.column("count_all")).as_py() or 1)
+
+
+def _sample_rank(seed: int, episode_id: str) -> bytes:
+    return hashlib.sha256(f"{seed}\x00{episode_id}".encode("utf-8", "surrogatepass")).digest()
+
+
+def _sample_episodes(card: Card, limits: SampleLimits, seed: int) -> EpisodeSample:
+    """Up to `limits.episodes` episodes: first one of every (agent, status) combination,
+    then the rest by the smallest sha256(seed, episode_id) — deterministic, unbiased by order."""
+    schema = card.schema("episodes")
+    names = [c for c in _EPISODE_COLUMNS if c in schema.names]
+    names += [c for c in schema.names if c.split(".", 1)[0] in ("score", "cond", "task")]
+    ids = card.episodes(columns=["episode_id", "agent", "status"])
+    total = ids.num_rows
+    status = ids.column("status")
+    if pa.types.is_dictionary(status.type):
+        status = status.cast(pa.string())
+    ranked = sorted(
+        zip(ids.column("episode_id").to_pylist(), ids.column("agent").to_pylist(), status.to_pylist(), strict=True),
+        key=lambda row: _sample_rank(seed, row[0]),
+    )
+    chosen: list[str] = []
+    seen_cells: set[tuple[Any, Any]] = set()
+    for eid, agent, st in ranked:
+        if (agent, st) not in seen_cells:
+            seen_cells.add((agent, st))
+            chosen.append(eid)
+    picked = set(chosen)
+    for eid, _, _ in ranked:
+        if len(chosen) >= limits.episodes:
+            break
+        if eid not in picked:
+            chosen.append(eid)
+            picked.add(eid)
+    chosen = chosen[: max(limits.episodes, 0)]
+    rows = card.episodes(columns=names, filter=pc.field("episode_id").isin(chosen)).to_pylist()
+    order = {eid: i for i, eid in enumerate(chosen)}
+    rows.sort(key=lambda r: order[r["episode_id"]])
+    rows = [{k: _cell(v, limits.chars_per_field) for k, v in r.items()} for r in rows]
+    steps, truncated, notes = _sample_steps(card, chosen, limits)
+    rule = (
+        f"all {total} episodes" if len(rows) >= total else
+        f"{len(rows)} of {total} episodes: one of every (agent, status) combination first, then the "
+        f"smallest sha256(seed={seed}, episode_id); aggregates above use every episode"
+    )
+    return EpisodeSample(total=total, rule=rule, columns=names, rows=rows, steps=steps,
+                         truncated_steps=truncated, notes=notes)
+
+
+def _sample_steps(
+    card: Card, chosen: Sequence[str], limits: SampleLimits
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], list[str]]:
+    if not chosen:
+        return {}, {}, []
+    schema = card.schema("steps")
+    names = ["episode_id", *(c for c in _STEP_COLUMNS if c in schema.names)]
+    table = card.steps(columns=names, filter=pc.field("episode_id").isin(list(chosen)))
+    table = table.sort_by([("episode_id", "ascending"), ("seq", "ascending")])
+    by_episode: dict[str, list[dict[str, Any]]] = {}
+    truncated: dict[str, int] = {}
+    budget = limits.total_chars
+    notes: list[str] = []
+    for row in table.to_pylist():
+        eid = row.pop("episode_id")
+        rows = by_episode.setdefault(eid, [])
+        if len(rows) >= limits.steps_per_episode or budget <= 0:
+            truncated[eid] = truncated.get(eid, 0) + 1
+            continue
+        cells = {k: _cell(v, limits.chars_per_field) for k, v in row.items() if v is not None}
+        budget -= sum(len(v) for v in cells.values() if isinstance(v, str))
+        rows.append(cells)
+    if truncated:
+        notes.append(
+            f"steps beyond {limits.steps_per_episode} per episode (or past the report's "
+            f"{limits.total_chars:,}-character budget) are not embedded; "
+            "`rc.open(card).episode_steps(id)` reads them all"
+        )
+    notes.append(f"text fields are cut at {limits.chars_per_field} characters in the browser")
+    return by_episode, truncated, notes
+
+
+def _cell(value: Any, limit: int) -> Any:
+    """A JSON-safe cell: text cut to `limit` characters, times as ISO text, NaN as None."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return str(value)
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"… [{len(value) - limit} more characters]"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
