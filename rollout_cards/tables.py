@@ -17,6 +17,9 @@ from .errors import TableSchemaError
 
 __all__ = [
     "ARROW_OF_KIND",
+    "HMAC_PREFIX",
+    "REDACTED_HMAC_PATTERN",
+    "REDACTED_MARKER",
     "EPISODE_COLUMNS",
     "EXTRA_PREFIXES",
     "FORMAT",
@@ -33,7 +36,21 @@ __all__ = [
     "merge_kind",
     "parse_format",
     "steps_schema",
+    "is_redacted_value",
 ]
+
+# What a redacted cell holds (docs/format.md): exactly the marker, or exactly the keyed digest
+# (the prefix and 64 lowercase hex digits). A prefix test would let "hmac-sha256:<secret>" pass.
+REDACTED_MARKER = "[redacted]"
+HMAC_PREFIX = "hmac-sha256:"
+REDACTED_HMAC_PATTERN = "^hmac-sha256:[0-9a-f]{64}$"
+_REDACTED_HMAC = re.compile(r"hmac-sha256:[0-9a-f]{64}")
+
+
+def is_redacted_value(value: str) -> bool:
+    """Whether a text cell holds a redaction: the exact marker or an exact keyed digest."""
+    return value == REDACTED_MARKER or (len(value) == 76 and _REDACTED_HMAC.fullmatch(value) is not None)
+
 
 FORMAT_NAME = "rollout-card"
 #: 0.2 added the optional steps columns `parent_seq` and `depth` (nested agents); a 0.1 card

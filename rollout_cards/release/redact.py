@@ -9,14 +9,29 @@ A spec is YAML (safe loader, size-capped):
         action: replace                       # replace -> "[redacted]"; digest -> "hmac-sha256:<hex>" (needs a key)
         reason: user messages may hold personal data
         loss_class: privacy                   # optional, default privacy
+        copies: refuse                        # optional: refuse (default) or redact, see below
 
 Conventions shared with the validator: a redacted value becomes `[redacted]` or
-`hmac-sha256:<hex>` (HMAC-SHA256 of its UTF-8 bytes with the key); the column
+`hmac-sha256:<hex>` (HMAC-SHA256 of its UTF-8 bytes with the key); only exactly
+those count as already redacted (`tables.is_redacted_value`), so a value that merely
+starts with `hmac-sha256:` is redacted like any other; the column
 `meta.digest.<column>` of the same table holds the plain sha256 hex of every
 original value (null where it was null); each entry appends a drops entry
 (action `redacted`, its count, the rules that read the column, the digest
 column). When steps are redacted, every episode without an `episode_digest`
 gets one: the sha256 of its original steps (see docs/release.md).
+
+Copies: importers keep each source event's JSON in `steps.payload`, so a step's text
+is often also inside another column of its row. Before writing, every row an entry
+redacts is searched: another text column of the same table holding the value (the
+whole cell, the value as a JSON string, or, for values of 8 characters or more,
+anywhere in the cell) is a copy, unless another entry redacts that column in that row;
+for a steps entry, so is such a text in the episodes row of the step's episode.
+With `copies: refuse` the redaction is refused, naming the column, the number of
+copies and the first row; with `copies: redact` each such column is redacted too,
+in every row of the entry's `where`, with its own drops entry and digest column (copies
+in the other table are always refused: add an entry for them).
+The validator checks the same (`redaction-copy-remains`).
 
 Everything is checked before anything is written (targets, types, expressions,
 key); tables are streamed batch by batch; the output is written to a temporary
@@ -53,7 +68,7 @@ from ..io.reader import Card, open_card
 from ..io.writer import PARQUET_OPTIONS
 from ..model.card import CardManifest, Drop
 from ..rules.expressions import Expression, parse_expression
-from ..tables import STEP_COLUMNS
+from ..tables import HMAC_PREFIX, REDACTED_MARKER, STEP_COLUMNS, is_redacted_value
 from ..yamldoc import load_strict_yaml
 from ._files import read_small_file
 from .rule_columns import columns_read_by_rules
@@ -72,8 +87,7 @@ __all__ = [
     "redact_card",
 ]
 
-MARKER = "[redacted]"
-HMAC_PREFIX = "hmac-sha256:"
+MARKER = REDACTED_MARKER
 DIGEST_PREFIX = "meta.digest."
 MAX_SPEC_BYTES = 256 * 1024
 MIN_KEY_BYTES = 16
@@ -100,6 +114,8 @@ class RedactionEntry(BaseModel):
     """Why the values are redacted (goes into the drops manifest)."""
     loss_class: str = Field(default="privacy", pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
     """Kind of loss recorded in the drops entry."""
+    copies: Literal["refuse", "redact"] = "refuse"
+    """Copies of a redacted value in other columns of its row: refuse, or redact those columns too."""
 
     @property
     def table(self) -> str:
@@ -205,6 +221,136 @@ def _plan(card: Card, spec: RedactionSpec, key: bytes | None, name: str) -> list
     return planned
 
 
+# -- copies: a redacted value also readable in another column of its row ------------------------
+
+
+#: Values at least this long count as copied when they appear anywhere inside another cell;
+#: shorter ones only as the whole cell or as a JSON string ("ok" is inside too many texts).
+MIN_SUBSTRING_COPY = 8
+
+
+def holds_copy(value: str, cell: str) -> bool:
+    """Whether the text `cell` holds `value`: the whole cell, as a JSON string, or (when long) inside."""
+    if cell == value:
+        return True
+    quoted = (json.dumps(value, ensure_ascii=False), json.dumps(value))
+    if any(q in cell for q in quoted):
+        return True
+    return len(value) >= MIN_SUBSTRING_COPY and (value in cell or any(q[1:-1] in cell for q in quoted))
+
+
+@dataclass
+class _Copies:
+    count: int = 0
+    first: str = ""
+
+
+def _scan(card: Card, table: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    fs, base = card.source.filesystem()
+    for rel in getattr(card.manifest.tables, table).paths:
+        with fs.open_input_file(f"{base}/{rel}") as fh:
+            yield from pq.ParquetFile(fh).iter_batches(batch_size=_BATCH, columns=columns)
+
+
+def _scope(item: _Planned, batch: pa.RecordBatch) -> list[bool]:
+    if item.where is None:
+        return [True] * batch.num_rows
+    return pc.fill_null(item.where.evaluate(batch), False).to_pylist()
+
+
+def _text_columns(schema: pa.Schema) -> list[str]:
+    return [f.name for f in schema if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+            and not f.name.startswith(DIGEST_PREFIX)]
+
+
+def _episode_texts(card: Card, planned: list[_Planned]) -> dict[str, list[tuple[str, str]]]:
+    """episode_id -> (column, text) of the episodes table's text cells no entry redacts there."""
+    schema = card.schema("episodes")
+    text = [c for c in _text_columns(schema) if c not in _PROTECTED["episodes"]]
+    mine = [p for p in planned if p.entry.table == "episodes"]
+    names = sorted(set(text) | {"episode_id"} | {n for p in mine if p.where is not None for n in p.where.names})
+    out: dict[str, list[tuple[str, str]]] = {}
+    for batch in _scan(card, "episodes", names):
+        scopes = [(p.entry.column, _scope(p, batch)) for p in mine]
+        cols = {n: batch.column(n).to_pylist() for n in text}
+        for row, episode in enumerate(batch.column("episode_id").to_pylist()):
+            out[episode] = [(c, cols[c][row]) for c in text if cols[c][row]
+                            and not any(col == c and scope[row] for col, scope in scopes)]
+    return out
+
+
+def _find_copies(card: Card, table: str, planned: list[_Planned]) -> dict[tuple[int, str], _Copies]:
+    """(index of the entry in `planned`, column) -> copies of that entry's values left readable;
+    for steps entries also the episodes columns of the step's episode (as `episodes.<column>`)."""
+    schema = card.schema(table)
+    text = _text_columns(schema)
+    episodes = _episode_texts(card, planned) if table == "steps" else {}
+    mine = [(i, p) for i, p in enumerate(planned) if p.entry.table == table]
+    where_names = {n for _, p in mine if p.where is not None for n in p.where.names}
+    ids = [c for c in ("episode_id", "seq") if c in schema.names]
+    columns = sorted(set(text) | where_names | set(ids))
+    found: dict[tuple[int, str], _Copies] = {}
+    for batch in _scan(card, table, columns):
+        scopes = {i: _scope(p, batch) for i, p in mine}
+        cols = {n: batch.column(n).to_pylist() for n in text}
+        for i, item in mine:
+            own = item.entry.column
+            covering = [(p.entry.column, scopes[j]) for j, p in mine]
+            for row, (inside, value) in enumerate(zip(scopes[i], cols[own], strict=True)):
+                if not inside or not value or is_redacted_value(value):
+                    continue
+                for other in text:
+                    cell = cols[other][row]
+                    if other == own or not cell or not holds_copy(value, cell):
+                        continue
+                    if any(col == other and scope[row] for col, scope in covering):
+                        continue
+                    _count(found, (i, other), batch, ids, row)
+                if episodes:
+                    for other, cell in episodes.get(batch.column("episode_id")[row].as_py(), ()):
+                        if holds_copy(value, cell):
+                            _count(found, (i, f"episodes.{other}"), batch, ids, row)
+    return found
+
+
+def _count(found: dict[tuple[int, str], _Copies], key: tuple[int, str], batch: pa.RecordBatch, ids: list[str],
+           row: int) -> None:
+    hit = found.setdefault(key, _Copies())
+    if not hit.count:
+        hit.first = ", ".join(f"{c} {batch.column(c)[row].as_py()!r}"[:80] for c in ids) or f"row {row}"
+    hit.count += 1
+
+
+def _cover_copies(card: Card, planned: list[_Planned], name: str) -> list[_Planned]:
+    """`planned` plus an entry per column holding copies of an entry with `copies: redact`;
+    RedactionSpecError for copies of any other entry."""
+    out = list(planned)
+    for table in ("steps", "episodes"):
+        if not any(p.entry.table == table for p in planned):
+            continue
+        for (i, column), hit in sorted(_find_copies(card, table, planned).items()):
+            entry = planned[i].entry
+            where = f"{name}: redact[{i}]"
+            target = column if column.startswith("episodes.") else f"{table}.{column}"
+            if entry.copies == "refuse" or column in _PROTECTED[table] or column.startswith("episodes."):
+                if column in _PROTECTED[table]:
+                    fix = "it identifies rows and cannot be redacted; redact fewer rows"
+                elif column.startswith("episodes."):
+                    fix = (f"add an entry for {target} (copies in the other table are not redacted "
+                           "automatically: a steps `where` does not select episodes)")
+                else:
+                    fix = f"add an entry for {target} with the same `where`, or set `copies: redact` on this entry"
+                raise RedactionSpecError(
+                    f"{where}: {target} holds a copy of {hit.count:,} value(s) this entry redacts from "
+                    f"{entry.target} (first at {hit.first}); redacting only {entry.target} would leave them "
+                    f"readable; {fix}")
+            extra = entry.model_copy(update={
+                "target": f"{table}.{column}", "copies": "refuse",
+                "reason": f"holds copies of {entry.target} ({entry.reason})"})
+            out.append(_Planned(extra, planned[i].where))
+    return out
+
+
 # -- table rewriting -------------------------------------------------------------------------------
 
 
@@ -217,10 +363,6 @@ def _redacted_value(value: str, action: str, key: bytes | None) -> str:
         assert key is not None
         return HMAC_PREFIX + hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()
     return MARKER
-
-
-def _is_redacted(value: str) -> bool:
-    return value == MARKER or value.startswith(HMAC_PREFIX)
 
 
 def _output_schema(schema: pa.Schema, new_columns: list[str], standard: list[str]) -> pa.Schema:
@@ -253,7 +395,7 @@ def _redact_batch(batch: pa.RecordBatch, planned: list[_Planned], key: bytes | N
             rows = iter(pc.indices_nonzero(mask).to_pylist())
         for i in rows:
             value = values[i]
-            if value is not None and not _is_redacted(value):
+            if value is not None and not is_redacted_value(value):
                 values[i] = _redacted_value(value, item.entry.action, key)
                 item.count += 1
     for col, values in changed.items():
@@ -393,7 +535,7 @@ def redact_card(
     if not isinstance(spec, RedactionSpec):
         spec = load_redaction_spec(spec)
     name = getattr(spec, "_source", "redaction spec")
-    planned = _plan(card, spec, key, name)
+    planned = _cover_copies(card, _plan(card, spec, key, name), name)
     out = Path(out)
     if out.exists():
         raise RolloutCardError(f"{out} exists; redaction writes a new card into a new directory")

@@ -15,8 +15,6 @@ with a sha256 digest per value in `meta.digest.<column>` (docs/validation.md).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +25,7 @@ from ..rules.expressions import Expression, parse_expression
 from .context import CheckContext, TableState
 from .episode_scan import report_rows
 from .layout import MANIFEST
+from .redaction import check_redaction
 from .report import Findings, excerpt
 from .semantics import iter_chunks
 
@@ -192,7 +191,7 @@ def check_drops(ctx: CheckContext) -> None:
                 f.add("drop-target-unknown", f"target column {excerpt(column)} is not in the {table} table; "
                       "name a column that exists", file=MANIFEST, pointer=f"{pointer}/target")
             else:
-                _check_redaction(ctx, state, drop, pointer, table, column, expr)
+                check_redaction(ctx, state, drop, pointer, table, column, expr)
         if drop.action is DropAction.FILTERED and drop.count is not None and expr is not None:
             present = sum(int(pc.sum(pc.cast(expr.evaluate(chunk), pa.int64())).as_py() or 0)
                           for _, chunk in iter_chunks(ctx, state, sorted(expr.names)))
@@ -215,54 +214,3 @@ def _drop_selector(f: Findings, drop: Drop, pointer: str, schema: pa.Schema | No
               f"{exc.reason[:120]}" + (f" (column {exc.column})" if exc.column else ""),
               file=MANIFEST, pointer=f"{pointer}/selector")
         return None
-
-
-def _digest_column(drop: Drop, table: str, column: str) -> str:
-    name = drop.digest_column or f"meta.digest.{column}"
-    return name[len(table) + 1:] if name.startswith(table + ".") and not name.startswith("meta.") else name
-
-
-def _check_redaction(ctx: CheckContext, state: TableState, drop: Drop, pointer: str, table: str, column: str,
-                     expr: Expression | None) -> None:
-    f = ctx.findings
-    digest = _digest_column(drop, table, column)
-    has_digest = digest in state.schema.names  # type: ignore[union-attr]
-    if not has_digest:
-        f.add("drop-digest-missing", f"the {table} table has no column {excerpt(digest)} with the sha256 of each "
-              f"original {excerpt(column)} value; add it (null where the original was null)",
-              file=MANIFEST, pointer=f"{pointer}/digest_column")
-    columns = sorted({column} | ({digest} if has_digest else set()) | (set(expr.names) if expr else set()))
-    for offset, chunk in iter_chunks(ctx, state, columns):
-        scope = np.ones(chunk.num_rows, dtype=bool)
-        if expr is not None:
-            scope = np.asarray(pc.fill_null(expr.evaluate(chunk), False).to_numpy(zero_copy_only=False), dtype=bool)
-        values = chunk.column(column)
-        present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        marked = _marked(values)
-        report_rows(f, "drop-redaction-not-applied", state, offset + np.flatnonzero(scope & present & ~marked),
-                    column, lambda i: f"{excerpt(column)} is declared {drop.action.value} (card.json#{pointer}) "
-                    f"but holds a value; replace it with {REDACTED_MARKER!r} or an {HMAC_PREFIX} digest")
-        if not has_digest:
-            continue
-        digests = chunk.column(digest)
-        given = np.asarray(digests.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        report_rows(f, "drop-digest-missing", state, offset + np.flatnonzero(scope & present & marked & ~given),
-                    digest, lambda i: f"{excerpt(digest)} is null for a redacted value; store the sha256 hex of "
-                    "the original value")
-        hexed = _is_hex_digest(digests)
-        report_rows(f, "drop-digest-invalid", state, offset + np.flatnonzero(scope & given & ~hexed), digest,
-                    lambda i: f"{excerpt(digest)} is not a sha256 hex digest (64 lowercase hex characters)")
-
-
-def _marked(values: pa.ChunkedArray) -> np.ndarray:
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-        return np.zeros(len(values), dtype=bool)
-    ok = pc.or_(pc.equal(values, REDACTED_MARKER), pc.starts_with(values, HMAC_PREFIX))
-    return np.asarray(pc.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _is_hex_digest(values: Any) -> np.ndarray:
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-        return np.zeros(len(values), dtype=bool)
-    ok = pc.match_substring_regex(values, _HEX64)
-    return np.asarray(pc.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)

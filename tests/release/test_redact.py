@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -198,3 +199,93 @@ def test_redacted_card_validates_when_the_validator_is_available(tmp_path: Path)
     redact_card(SYNTHETIC, spec(USER_CONTENT), tmp_path / "out")
     report = fn(tmp_path / "out")
     assert getattr(report, "valid", getattr(report, "ok", None)) is True, report
+
+
+# -- exact markers and copies (issue 9 item 6) -----------------------------------------------------
+
+
+def _steps_card(tmp_path: Path, contents: list[str], payload_copies: bool) -> Path:
+    out = tmp_path / "src"
+    with rc.CardWriter(out, id="leaks", title="leaks", scope={"license": "CC-BY-4.0"},
+                       created=datetime.fromisoformat("2026-01-01T00:00:00+00:00")) as card:
+        with card.episode(task_id="t", agent="a", trial=0) as ep:
+            for text in contents:
+                payload = {"event": "model", "message": {"role": "user", "content": text}} if payload_copies else None
+                ep.message("user", text, payload=payload)
+            ep.score("reward", 1.0)
+    return out
+
+
+def test_a_value_that_only_starts_with_the_hmac_prefix_is_redacted(tmp_path: Path) -> None:
+    secret = "hmac-sha256:my-api-key-in-plain-text"
+    real = HMAC_PREFIX + "0" * 64
+    src = _steps_card(tmp_path, [secret, real, MARKER, "plain"], payload_copies=False)
+    result = redact_card(src, spec({"target": "steps.content", "reason": "r"}), tmp_path / "out")
+    after = rc.open(tmp_path / "out").steps(columns=["content"]).column(0).to_pylist()
+    assert after == [MARKER, real, MARKER, MARKER] and result.counts == [2]
+    from tests.release.leaks import find_leaks
+
+    assert find_leaks(tmp_path / "out", [secret, "plain"]) == []
+
+
+def test_copies_in_payload_are_refused_with_where_they_are(tmp_path: Path) -> None:
+    src = _steps_card(tmp_path, ["my address is 1 Main St", "ok"], payload_copies=True)
+    with pytest.raises(RedactionSpecError, match=r"redact\[0\]: steps.payload holds a copy of 2 value\(s\)") as info:
+        redact_card(src, spec({"target": "steps.content", "reason": "r"}), tmp_path / "out")
+    assert "episode_id" in str(info.value) and "copies: redact" in str(info.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_copies_redact_covers_every_copy_and_the_card_validates(tmp_path: Path) -> None:
+    from rollout_cards.validate import validate
+    from tests.release.leaks import find_leaks
+
+    secrets = ["my address is 1 Main St", 'quote " and \\ and caf\u00e9 \u2603']
+    src = _steps_card(tmp_path, secrets, payload_copies=True)
+    assert find_leaks(src, secrets)  # the search itself finds them before redaction
+    result = redact_card(src, spec({"target": "steps.content", "reason": "r", "copies": "redact"}), tmp_path / "out")
+    assert [d.target for d in result.drops] == ["steps.content", "steps.payload"]
+    assert result.counts == [2, 2]
+    assert find_leaks(tmp_path / "out", secrets) == []
+    report = validate(tmp_path / "out")
+    assert report.valid, [str(f) for f in report.findings]
+
+
+def test_an_entry_on_the_copy_column_covers_it(tmp_path: Path) -> None:
+    src = _steps_card(tmp_path, ["my address is 1 Main St"], payload_copies=True)
+    redact_card(src, spec({"target": "steps.content", "reason": "r"}, {"target": "steps.payload", "reason": "r"}),
+                tmp_path / "out")
+    assert rc.open(tmp_path / "out").steps(columns=["payload"]).column(0).to_pylist() == [MARKER]
+
+
+def test_imported_inspect_card_redacts_with_its_payload_copies(tmp_path: Path) -> None:
+    from rollout_cards.importers import import_source
+    from rollout_cards.validate import validate
+    from tests.release.leaks import find_leaks
+
+    src = tmp_path / "inspect"
+    import_source("inspect", [FIXTURE_CARDS.parent / "sources" / "inspect" / "synthetic.json"], src,
+                  created=datetime.fromisoformat("2026-01-01T00:00:00+00:00"))
+    entry = {"target": "steps.content", "reason": "r"}
+    # The error step's text is also the episode's error_message: a copy in the other table.
+    with pytest.raises(RedactionSpecError, match="episodes.error_message holds a copy"):
+        redact_card(src, spec({**entry, "copies": "redact"}), tmp_path / "refused")
+    # Add the episodes columns the refusals name (error text, the scores' JSON holding answers).
+    errors: list[dict] = []
+    for _ in range(8):
+        try:
+            redact_card(src, spec({**entry, "copies": "redact"}, *errors), tmp_path / "probe")
+            break
+        except RedactionSpecError as exc:
+            named = str(exc).split(": ", 2)[2].split(" holds a copy")[0]
+            assert named.startswith("episodes."), str(exc)
+            errors.append({"target": named, "reason": "r"})
+    assert {"episodes.error_message"} <= {e["target"] for e in errors}
+    with pytest.raises(RedactionSpecError, match="steps.payload holds a copy"):
+        redact_card(src, spec(entry, *errors), tmp_path / "refused")
+    both = [{**entry, "copies": "redact"}, *errors]
+    redact_card(src, spec(*both), tmp_path / "out")
+    steps = rc.open(src).steps(columns=["kind", "content"])
+    secrets = sorted({c for c in steps.column("content").to_pylist() if c and len(c) >= 8})
+    assert secrets and find_leaks(tmp_path / "out", secrets) == []
+    assert validate(tmp_path / "out").valid
