@@ -36,18 +36,18 @@ import yaml
 from ..errors import ImporterError
 from ..tables import TerminalStatus
 from ..yamldoc import load_strict_yaml
+from .atif_steps import AtifCounts, add_trajectory, is_atif
 from .base import ImportRequest
 from .json_stream import iter_records
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
-from .steps import StepBuffer, json_text, parse_timestamp
+from .steps import StepBuffer, json_text
 
-__all__ = ["AtifImporter", "ChatJsonlImporter", "FieldMapping"]
+__all__ = ["ChatJsonlImporter", "FieldMapping"]
 
 _STANDARD_KEYS = ("id", "task", "agent", "trial", "status", "run_id", "seed", "messages")
 _PREFIXES = ("score.", "task.", "cond.", "meta.")
 _STATUSES = frozenset(s.value for s in TerminalStatus)
-_ROLES = {"system": "system", "user": "user", "agent": "assistant"}
 _MISSING = object()
 
 
@@ -124,6 +124,8 @@ class _Context:
         self.chat_records = 0
         self.model_steps_without_tokens = 0
         self.episodes_without_tokens = 0
+        self.subagents = 0
+        self.task_from_file = 0
 
 
 class ChatJsonlImporter:
@@ -150,19 +152,6 @@ class ChatJsonlImporter:
         _declare(session, ctx)
 
 
-class AtifImporter(ChatJsonlImporter):
-    """ATIF trajectories (Agent Trajectory Interchange Format, schema_version ATIF-v1.x)."""
-
-    name = "atif"
-    summary = "ATIF trajectories (schema_version ATIF-v1.x): one per file, per line, or in a JSON array"
-    atif_only = True
-
-
-def _is_atif(record: dict[str, Any]) -> bool:
-    version = record.get("schema_version")
-    return isinstance(version, str) and version.startswith("ATIF-v1")
-
-
 def _scalar(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -187,7 +176,7 @@ def _episode(
     probe = StepBuffer("", file=str(path), record=label)
     if not isinstance(record, dict):
         raise probe.error("is not a JSON object")
-    atif = _is_atif(record)
+    atif = is_atif(record)
     if ctx.atif_only and not atif:
         raise probe.error("is not an ATIF trajectory (its schema_version does not start with 'ATIF-v1')")
     consumed: set[str] = set()
@@ -195,6 +184,9 @@ def _episode(
     episode_id = str(raw_id) if raw_id not in (_MISSING, None, "") else f"{path.stem}/{label}"
     steps = StepBuffer(episode_id, file=str(path), record=f"{label} ({episode_id})")
     task = _field(record, ctx, "task", "task_id", consumed)
+    if task in (_MISSING, None, "") and atif and "task" not in ctx.mapping.fields:
+        task = path.name.removesuffix(".json").removesuffix(".trajectory")  # ATIF has no task field
+        ctx.task_from_file += 1
     if task in (_MISSING, None, ""):
         where = ctx.mapping.fields.get("task", "task_id")
         raise steps.error(f"has no task id at {where!r}; name the field with --field task=PATH or a mapping file")
@@ -226,8 +218,9 @@ def _episode(
             value = _field(record, ctx, key, None, consumed)
             row[key] = None if value is _MISSING else _scalar(value)
     if atif:
-        _atif(record, steps, row, ctx, session)
-        consumed |= {"schema_version", "steps", "final_metrics", "notes", "extra"}
+        _atif(record, steps, row, ctx, session, path.parent)
+        consumed |= {"schema_version", "steps", "final_metrics", "notes", "extra", "subagent_trajectories",
+                     "continued_trajectory_ref"}
     else:
         messages_path = ctx.mapping.fields.get("messages", "messages")
         messages = lookup(record, messages_path)
@@ -243,78 +236,35 @@ def _episode(
     return row, steps
 
 
-def _atif(record: dict[str, Any], steps: StepBuffer, row: dict[str, Any], ctx: _Context, session: ImportSession) -> None:
+def _atif(record: dict[str, Any], steps: StepBuffer, row: dict[str, Any], ctx: _Context, session: ImportSession,
+          directory: Path | None) -> None:
     agent = record.get("agent") if isinstance(record.get("agent"), dict) else {}
     if isinstance(agent.get("name"), str) and agent["name"]:
-        session.add_agent({"name": row["agent"], "model": agent.get("model_name"), "version": _str(agent.get("version"))})
+        session.add_agent({"name": row["agent"], "model": _str(agent.get("model_name")),
+                           "version": _str(agent.get("version"))})
     if agent.get("model_name") is not None:
         row["meta.model"] = _str(agent["model_name"])
+    rest_agent = {k: v for k, v in agent.items() if k not in ("name", "model_name", "version")}
+    if rest_agent:
+        row["meta.agent"] = json_text(rest_agent)
     for key in ("notes", "extra"):
         if record.get(key) not in (None, "", {}):
             row[f"meta.{key}"] = _scalar(record[key])
-    raw_steps = record.get("steps")
-    if not isinstance(raw_steps, list):
-        raise steps.error("ATIF trajectory has no steps list")
-    totals = [0, 0, 0.0]
-    seen = [False, False, False]
-    for i, step in enumerate(raw_steps):
-        if not isinstance(step, dict):
-            raise steps.error(f"steps[{i}] is not an object")
-        where = f"{steps.record}, steps[{i}]"
-        t = parse_timestamp(step.get("timestamp"), file=steps.file, record=where)
-        role = _ROLES.get(step.get("source"))
-        if role is None:
-            raise steps.error(f"steps[{i}].source is {step.get('source')!r}, not system, user or agent")
-        metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
-        tin, tout, cost = metrics.get("prompt_tokens"), metrics.get("completion_tokens"), metrics.get("cost_usd")
-        for j, value in enumerate((tin, tout, cost)):
-            if value is not None:
-                totals[j] += value
-                seen[j] = True
-        payload = {k: v for k, v in step.items() if k not in ("timestamp", "source", "message", "tool_calls", "observation", "metrics")}
-        rest_metrics = {k: v for k, v in metrics.items() if k not in ("prompt_tokens", "completion_tokens", "cost_usd")}
-        if rest_metrics:
-            payload["metrics"] = rest_metrics
-        calls = step.get("tool_calls") or []
-        observation = step.get("observation") if isinstance(step.get("observation"), dict) else None
-        message = step.get("message")
-        if message is not None and not isinstance(message, str):
-            raise steps.error(f"steps[{i}].message is not text")
-        if message or not (calls or observation):
-            steps.add("message", role=role, content=message, t=t, input_tokens=tin, output_tokens=tout,
-                      cost_usd=cost, payload=payload or None)
-            payload, tin, tout, cost = {}, None, None, None
-        if role == "assistant" and metrics.get("prompt_tokens") is None and metrics.get("completion_tokens") is None:
-            ctx.model_steps_without_tokens += 1
-        for j, call in enumerate(calls):
-            if not isinstance(call, dict) or not isinstance(call.get("function_name"), str):
-                raise steps.error(f"steps[{i}].tool_calls[{j}] has no function_name")
-            call_id = call.get("tool_call_id")
-            args = call.get("arguments")
-            extra = {k: v for k, v in call.items() if k not in ("tool_call_id", "function_name", "arguments")}
-            steps.tool_call(call["function_name"], None if args is None else json_text(args),
-                            call_id if isinstance(call_id, str) else None, role="assistant", t=t,
-                            input_tokens=tin, output_tokens=tout, cost_usd=cost, payload={**payload, **extra} or None)
-            payload, tin, tout, cost = {}, None, None, None
-        for j, result in enumerate((observation or {}).get("results") or []):
-            if not isinstance(result, dict):
-                raise steps.error(f"steps[{i}].observation.results[{j}] is not an object")
-            source = result.get("source_call_id")
-            content = result.get("content")
-            content = content if content is None or isinstance(content, str) else json_text(content)
-            extra = {k: v for k, v in result.items() if k not in ("source_call_id", "content")}
-            is_error = result.get("is_error") if isinstance(result.get("is_error"), bool) else None
-            if isinstance(source, str):
-                steps.tool_result(source, content, role="tool", t=t, is_error=is_error, payload={**payload, **extra} or None)
-            else:
-                steps.add("observation", role="tool", content=content, t=t, is_error=is_error,
-                          payload={**payload, **extra} or None)
-            payload = {}
+    counts = AtifCounts()
+    add_trajectory(record, steps, counts, directory=directory, agent=None)
+    ctx.model_steps_without_tokens += counts.model_steps_without_tokens
+    ctx.subagents += counts.subagents
     final = record.get("final_metrics") if isinstance(record.get("final_metrics"), dict) else {}
     tin, tout, cost = final.get("total_prompt_tokens"), final.get("total_completion_tokens"), final.get("total_cost_usd")
+    totals, seen = counts.step_tokens, counts.step_tokens_seen
     tin = tin if tin is not None else (totals[0] if seen[0] else None)
     tout = tout if tout is not None else (totals[1] if seen[1] else None)
     cost = cost if cost is not None else (totals[2] if seen[2] else None)
+    for label, value in (("total_prompt_tokens", tin), ("total_completion_tokens", tout)):
+        if value is not None and (type(value) is not int or not 0 <= value < 1 << 63):
+            raise steps.error(f"final_metrics.{label} is {value!r}, not a non-negative 64-bit integer")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))):
+        raise steps.error(f"final_metrics.total_cost_usd is {cost!r}, not a number")
     if tin is None and tout is None:
         ctx.episodes_without_tokens += 1
     row.update(input_tokens=tin, output_tokens=tout, cost_usd=None if cost is None else float(cost),
@@ -332,6 +282,12 @@ def _declare(session: ImportSession, ctx: _Context) -> None:
     for note in ctx.chat.notes():
         session.note(note)
     n = session.episodes_written
+    if ctx.task_from_file:
+        session.note(f"{ctx.task_from_file} ATIF trajectories name no task (ATIF has no task field): their task_id "
+                     "is the file name without .trajectory.json; name one with --field task=PATH")
+    if ctx.subagents:
+        session.note(f"{ctx.subagents} sub-agent trajectories are nested in the episode that launched them "
+                     "(span_begin/span_end steps, parent_seq, depth)")
     if ctx.default_status:
         session.add_drop(
             target="episodes.status", action="unobserved", declaration="source_missing",

@@ -27,7 +27,7 @@ ENTRY_POINT_GROUP = "rollout_cards.importers"
 BUILTIN: dict[str, str] = {
     "agentbench": "rollout_cards.importers.agentbench:AgentBenchImporter",
     "agentlab": "rollout_cards.importers.agentlab:AgentLabImporter",
-    "atif": "rollout_cards.importers.chat_jsonl:AtifImporter",
+    "atif": "rollout_cards.importers.atif:AtifImporter",
     "chat-jsonl": "rollout_cards.importers.chat_jsonl:ChatJsonlImporter",
     "inspect": "rollout_cards.importers.inspect_ai:InspectImporter",
     "swe-bench": "rollout_cards.importers.swe_bench:SweBenchImporter",

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.atif import trial_status
+from tests.conftest import external
+from tests.importers.conftest import assert_valid, run_import
+
+SUMMARIZATION = "harbor/hello-world-context-summarization.trajectory.json"
+
+
+def _steps(doc):
+    return doc["steps"]
+
+
+def test_harbor_subagents_are_nested_under_the_step_that_launched_them(tmp_path):
+    path = external(SUMMARIZATION)
+    main = json.loads(path.read_text())
+    result, card = run_import("atif", [path], tmp_path / "c")
+    subs = {p.name: json.loads(p.read_text()) for p in path.parent.glob("*summarization-1-*.json")}
+    steps = card.steps().to_pylist()
+    begins = [s for s in steps if s["kind"] == "span_begin"]
+    assert [b["name"] for b in begins] == [
+        "terminus-2-summarization-summary", "terminus-2-summarization-questions", "terminus-2-summarization-answers"]
+    for b in begins:
+        assert b["depth"] == 0 and b["parent_seq"] is None
+        children = [s for s in steps if s["parent_seq"] == b["seq"]]
+        assert children and all(s["depth"] == 1 for s in children)
+        sub = next(d for d in subs.values() if d["agent"]["name"] == b["name"])
+        assert sum(s["input_tokens"] or 0 for s in children) == sum(
+            (x.get("metrics") or {}).get("prompt_tokens", 0) for x in _steps(sub))
+    (ep,) = card.episodes().to_pylist()
+    # Harbor's final_metrics of the main trajectory include its sub-agents' tokens
+    assert ep["input_tokens"] == main["final_metrics"]["total_prompt_tokens"] == sum(
+        s["input_tokens"] or 0 for s in steps)
+    assert all(s["depth"] == 0 for s in steps if s["parent_seq"] is None)
+    assert_valid(tmp_path / "c")
+
+
+def test_nemo_ancestry_names_the_acting_agent(tmp_path):
+    path = external("nemo-agent-toolkit/exmp06_atif.json")
+    doc = json.loads(path.read_text())
+    _r, card = run_import("atif", [path], tmp_path / "c")
+    agents = card.steps(columns=["agent"]).column("agent").to_pylist()
+    assert agents == [((s.get("extra") or {}).get("ancestry") or {}).get("function_name") for s in doc["steps"]]
+    assert_valid(tmp_path / "c")
+
+
+def _traj(steps, **kw):
+    return {"schema_version": "ATIF-v1.7", "session_id": "s", "agent": {"name": "lead"}, "steps": steps, **kw}
+
+
+def test_embedded_subagents_and_ancestry_nesting(tmp_path):
+    sub = _traj([{"step_id": 1, "source": "agent", "message": "sub work",
+                  "metrics": {"prompt_tokens": 5, "completion_tokens": 1}}], trajectory_id="t-1",
+                agent={"name": "helper"})
+    doc = _traj([
+        {"step_id": 1, "source": "user", "message": "go"},
+        {"step_id": 2, "source": "agent", "message": "", "tool_calls": [
+            {"tool_call_id": "c1", "function_name": "delegate", "arguments": {},
+             "extra": {"ancestry": {"function_id": "fn-tool", "function_name": "delegate"}}}],
+         "observation": {"results": [{"source_call_id": "c1", "content": "done",
+                                      "subagent_trajectory_ref": [{"trajectory_id": "t-1"}]}]}},
+        {"step_id": 3, "source": "agent", "message": "inner",
+         "extra": {"ancestry": {"function_id": "fn-inner", "function_name": "inner", "parent_id": "fn-tool"}}},
+    ], subagent_trajectories=[sub])
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    _r, card = run_import("atif", [path], tmp_path / "c")
+    rows = card.steps(columns=["seq", "kind", "agent", "parent_seq", "depth"]).to_pylist()
+    kinds = [(r["kind"], r["parent_seq"], r["depth"]) for r in rows]
+    assert kinds == [("message", None, 0), ("tool_call", None, 0), ("tool_result", None, 0),
+                     ("span_begin", None, 0), ("message", 3, 1), ("span_end", None, 0), ("message", 1, 1)]
+    assert rows[4]["agent"] == "helper" and rows[6]["agent"] == "inner"
+    assert_valid(tmp_path / "c")
+
+
+@pytest.mark.parametrize(("ref", "message"), [
+    ({"trajectory_path": "nowhere.json"}, "does not exist beside the trajectory"),
+    ({"trajectory_path": "../outside.json"}, "points outside the source directory"),
+    ({"trajectory_path": "/etc/passwd"}, "points outside the source directory"),
+    ({"trajectory_path": "s3://bucket/x.json"}, "points outside the source directory"),
+    ({"trajectory_id": "missing"}, "names no embedded trajectory_id"),
+    ({"trajectory_path": "t.json"}, "refers back to a trajectory"),
+])
+def test_bad_subagent_refs_name_the_ref(tmp_path, ref, message):
+    (tmp_path / "outside.json").write_text(json.dumps(_traj([])))
+    d = tmp_path / "src"
+    d.mkdir()
+    doc = _traj([{"step_id": 1, "source": "system", "message": "x",
+                  "observation": {"results": [{"subagent_trajectory_ref": [ref]}]}}])
+    (d / "t.json").write_text(json.dumps(doc))
+    with pytest.raises(SourceFormatError) as info:
+        run_import("atif", [d / "t.json"], tmp_path / "c")
+    assert message in str(info.value) and "subagent_trajectory_ref[0]" in str(info.value)
+    assert "t.json" in str(info.value)
+
+
+def test_a_linked_subagent_file_is_refused(tmp_path):
+    (tmp_path / "secret.json").write_text(json.dumps(_traj([])))
+    d = tmp_path / "src"
+    d.mkdir()
+    (d / "sub.json").symlink_to(tmp_path / "secret.json")
+    doc = _traj([{"step_id": 1, "source": "system", "message": "x",
+                  "observation": {"results": [{"subagent_trajectory_ref": [{"trajectory_path": "sub.json"}]}]}}])
+    (d / "t.json").write_text(json.dumps(doc))
+    with pytest.raises(SourceFormatError, match="symbolic link"):
+        run_import("atif", [d / "t.json"], tmp_path / "c")
+
+
+@pytest.mark.parametrize(("exc", "status"), [(None, "completed"), ({"exception_type": "AgentTimeoutError"}, "timeout"),
+                                             ({"exception_type": "CancelledError"}, "cancelled"),
+                                             ({"exception_type": "RuntimeError"}, "error")])
+def test_trial_status(exc, status):
+    assert trial_status(exc)[0] == status
+
+
+def _trial(root, name, reward, exception=None, trajectory=None):
+    d = root / name
+    (d / "agent").mkdir(parents=True)
+    result = {"id": "00000000-0000-0000-0000-000000000000", "task_name": "hello-world", "trial_name": name,
+              "trial_uri": "file:///x", "task_id": {"path": "tasks/hello-world"}, "source": "demo",
+              "task_checksum": "abc", "config": {"agent": {"name": "terminus-2"}},
+              "agent_info": {"name": "terminus-2", "version": "2.0.0",
+                             "model_info": {"name": "gpt-4o", "provider": "openai"}},
+              "agent_result": {"n_input_tokens": 982, "n_cache_tokens": 0, "n_output_tokens": 145, "cost_usd": 0.004},
+              "verifier_result": None if reward is None else {"rewards": {"reward": reward}},
+              "exception_info": exception, "started_at": "2025-11-01T10:00:00.000000",
+              "finished_at": "2025-11-01T10:02:00.000000"}
+    (d / "result.json").write_text(json.dumps(result))
+    if trajectory is not None:
+        shutil.copy(trajectory, d / "agent" / "trajectory.json")
+    return d
+
+
+def test_harbor_job_directory_reads_the_timeout_from_the_trial_result(tmp_path):
+    trajectory = external("harbor/hello-world-timeout.trajectory.json")
+    job = tmp_path / "job"
+    _trial(job, "hello-world__a", 0.0, {"exception_type": "AgentTimeoutError", "exception_message": "120 s",
+                                         "exception_traceback": "Traceback...\nAgentTimeoutError: 120 s",
+                                         "occurred_at": "2025-11-01T10:02:00"}, trajectory)
+    _trial(job, "hello-world__b", 1.0)
+    _trial(job, "hello-world__c", None, {"exception_type": "RuntimeError", "exception_message": "docker",
+                                         "exception_traceback": "tb", "occurred_at": "2025-11-01T10:02:00"})
+    (job / "result.json").write_text(json.dumps({"id": "j", "started_at": "2025-11-01T10:00:00", "n_total_trials": 4,
+                                                 "stats": {"n_trials": 3, "n_errors": 2, "evals": {}}}))
+    result, card = run_import("atif", [job], tmp_path / "c")
+    eps = {e["episode_id"]: e for e in card.episodes().to_pylist()}
+    assert eps["hello-world__a"]["status"] == "timeout" and eps["hello-world__a"]["error_type"] == "AgentTimeoutError"
+    assert eps["hello-world__a"]["n_steps"] > 0 and eps["hello-world__a"]["input_tokens"] == 982
+    assert eps["hello-world__c"]["status"] == "error" and eps["hello-world__c"]["score.reward"] is None
+    assert eps["hello-world__b"]["agent"] == "terminus-2/gpt-4o"
+    (rule,) = result.rules
+    assert rule["reported"][0]["value"] == pytest.approx(1 / 3)  # Harbor's Mean: unscored trials count 0
+    missing = [d for d in card.manifest.drops if d.loss_class == "interrupted_run"]
+    assert missing and missing[0].count == 1
+    assert_valid(tmp_path / "c")
