@@ -2,8 +2,9 @@
 
 Each command parses its arguments, calls one library function and renders the
 result; it holds no logic of its own. Exit codes: 0 ok, 1 invalid input or a
-failed check, 2 usage error or internal failure. Library errors become one-line
-messages; a traceback is printed only with RCARD_DEBUG=1.
+failed check, 2 usage error or internal failure, 128 + the signal's number when
+stopped by SIGINT (130) or SIGTERM (143). Library errors become one-line messages; a
+traceback is printed only with RCARD_DEBUG=1.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -30,6 +32,8 @@ from ..errors import (
 __all__ = ["EXIT_INTERNAL", "EXIT_INVALID", "EXIT_OK", "app", "fail", "main", "printable", "run"]
 
 EXIT_OK, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2
+#: The signal that stopped the command (set by `main`'s handlers), for its exit code 128 + n.
+_stopped_by: list[int] = []
 
 app = typer.Typer(
     name="rcard",
@@ -89,7 +93,9 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except RolloutCardError as exc:
         fail(str(exc), EXIT_INTERNAL)
     except KeyboardInterrupt:
-        fail("interrupted", EXIT_INTERNAL)
+        # Raised by Ctrl-C, or by main's SIGTERM handler: every cleanup on the way up has run.
+        signum = _stopped_by[0] if _stopped_by else signal.SIGINT
+        fail(f"stopped by {signal.Signals(signum).name}; nothing was left half-written", 128 + signum)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a bare traceback
         if os.environ.get("RCARD_DEBUG"):
             raise
@@ -110,12 +116,29 @@ for _name in _COMMANDS:
             raise
 
 
+def _stop(signum: int, frame: Any) -> None:  # noqa: ARG001
+    """SIGINT and SIGTERM (what CI timeouts send) unwind like Ctrl-C, so an import removes
+    its staging directory and a writer records the interruption before the exit."""
+    if not _stopped_by:
+        _stopped_by.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rcard` console script."""
     try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _stop)
+    except ValueError:
+        pass  # not the main thread: signals keep their handlers
+    try:
         app(args=argv, prog_name="rcard", standalone_mode=True)
     except SystemExit as exc:
+        if _stopped_by:  # click turns a KeyboardInterrupt outside run() into "Aborted!" and exit 1
+            return 128 + _stopped_by[0]
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_INTERNAL
+    except KeyboardInterrupt:
+        return 128 + (_stopped_by[0] if _stopped_by else signal.SIGINT)
     except Exception as exc:  # noqa: BLE001 - rendering or argument handling outside run()
         if os.environ.get("RCARD_DEBUG"):
             raise

@@ -1,8 +1,10 @@
 """What every import does, whatever the source format.
 
 An `ImportSession` writes the card into a hidden temporary directory beside the
-output and renames it into place only when the import succeeded, so a failed
-import leaves nothing behind. It
+output (`.<name>.rcard-import-<hex>`, with an owner marker) and renames it into place
+only when the import succeeded, so a failed or interrupted import leaves nothing
+behind; one killed outright (SIGKILL) leaves its directory to the next import or
+writer in the same parent, which sweeps it away (`io.staging.sweep_stale`). It
 
 - hands episodes and steps to `CardWriter`'s bulk path in chunks (`chunks`), so
   memory stays bounded by the chunk, not by the source;
@@ -28,6 +30,7 @@ from typing import Any
 import yaml
 
 from ..errors import ImporterError, SourceFormatError, WriterError
+from ..io import staging
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_file
 from ..io.writer import CardWriter
@@ -121,7 +124,12 @@ class ImportSession:
         # Parents created here are removed again by abort(): a failed import leaves nothing.
         self._made_parents = [p for p in reversed(self.out.parents) if not p.exists()]
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.out.parent / f".{self.out.name}.rcard-import-{uuid.uuid4().hex[:12]}"
+        staging.sweep_stale(self.out.parent)
+        try:
+            self._tmp = staging.claim_sibling(self.out.parent, self.out.name, "import", uuid.uuid4().hex[:12])
+        except OSError as exc:
+            self._remove_made_parents()
+            raise WriterError(f"cannot write beside {self.out}: {exc.strerror or exc}") from None
         try:
             self._writer = CardWriter(
                 self._tmp,
@@ -133,6 +141,8 @@ class ImportSession:
                 scope={"license": license} if license else None,
             )
         except BaseException:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            staging.release_sibling(self._tmp)
             self._remove_made_parents()
             raise
         self.card_id = card_id
@@ -354,16 +364,20 @@ class ImportSession:
         )
 
     def _move_into_place(self) -> None:
+        # The card replaced is renamed aside with an owner marker: if we die between the two
+        # renames, the next sweep puts it back.
         old = None
         if self.out.exists():
             if any(self.out.iterdir()):
-                old = self.out.parent / f".{self.out.name}.rcard-replaced-{uuid.uuid4().hex[:12]}"
+                old = staging.claim_sibling(self.out.parent, self.out.name, "replaced", uuid.uuid4().hex[:12])
                 os.rename(self.out, old)
             else:
                 self.out.rmdir()
         os.rename(self._tmp, self.out)
+        staging.release_sibling(self._tmp)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+            staging.release_sibling(old)
 
     def abort(self) -> None:
         """Throw away everything written so far."""
@@ -374,6 +388,7 @@ class ImportSession:
             self._writer.abort()
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)
+            staging.release_sibling(self._tmp)
             self._remove_made_parents()
 
     def _remove_made_parents(self) -> None:

@@ -6,9 +6,10 @@ linked to an earlier tool call — a result whose call id never appeared is a so
 error naming the file and the record, never a dangling row.
 
 Some sources reuse a call id within one episode (OpenAI models do; results follow
-their call). The n-th reuse of id X is stored as `X#n` with the source id kept in
-the payload's `source_call_id`, and a result is linked to the latest call with its
-id — the pairing the source's order gives. `reused_call_ids` counts these.
+their call). Stored ids follow the one rule of `io.call_ids` that `CardWriter` follows
+too: a reused id X is stored as `X#n` with the source id kept in the payload's
+`source_call_id`, and a result is linked to the latest call with its id — the pairing
+the source's order gives. `reused_call_ids` counts the reuses.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import SourceFormatError
+from ..io.call_ids import CallIds, with_source_call_id
 from ..io.writer import to_micros
 from ..tables import StepKind
 
@@ -55,15 +57,14 @@ def parse_timestamp(value: Any, *, file: str, record: str | None) -> int | None:
 class StepBuffer:
     """Rows of the steps table for one episode (tuples in `STEP_COLUMNS` order)."""
 
-    __slots__ = ("_calls", "episode_id", "file", "record", "reused_call_ids", "rows")
+    __slots__ = ("_calls", "episode_id", "file", "record", "rows")
 
     def __init__(self, episode_id: str, *, file: str, record: str):
         self.episode_id = episode_id
         self.file = file
         self.record = record
         self.rows: list[tuple[Any, ...]] = []
-        self._calls: dict[str, str] = {}  # source call id -> stored id of its latest call
-        self.reused_call_ids = 0
+        self._calls = CallIds()
 
     def error(self, message: str) -> SourceFormatError:
         """A SourceFormatError located at this buffer's file and record."""
@@ -115,31 +116,38 @@ class StepBuffer:
         if cost_usd is not None and (not isinstance(cost_usd, (int, float)) or not math.isfinite(cost_usd)):
             raise self.error(f"step {len(self.rows)}: cost {cost_usd!r} is not a finite number")
 
+    @property
+    def reused_call_ids(self) -> int:
+        """Tool calls whose source id an earlier call of the episode had already used."""
+        return self._calls.reused
+
     def tool_call(self, name: str | None, args: str | None, call_id: str | None, **fields: Any) -> int:
         """A tool call; a reused call id is stored as `<id>#<n>` (see the module docstring)."""
-        if call_id is not None:
-            stored = call_id
-            if call_id in self._calls:
-                n = 2
-                while f"{call_id}#{n}" in self._calls.values():
-                    n += 1
-                stored = f"{call_id}#{n}"
-                fields["payload"] = {**(fields.get("payload") or {}), "source_call_id": call_id}
-                self.reused_call_ids += 1
-            self._calls[call_id] = stored
-            call_id = stored
-        return self.add("tool_call", name=name, args=args, call_id=call_id, **fields)
+        if call_id is None:
+            return self.add("tool_call", name=name, args=args, **fields)
+        stored = self._calls.stored_id(call_id)
+        if stored != call_id:
+            fields["payload"] = self._source_payload(fields.get("payload"), call_id)
+        seq = self.add("tool_call", name=name, args=args, call_id=stored, **fields)
+        self._calls.add(call_id, stored)
+        return seq
 
     def tool_result(self, call_id: str, content: str | None, **fields: Any) -> int:
         """The result of an earlier tool call of this episode (the latest one with this id)."""
-        stored = self._calls.get(call_id)
+        stored = self._calls.result_id(call_id)
         if stored is None:
             raise self.error(
                 f"tool result refers to call id {call_id!r}, which no earlier tool call of the record issued"
             )
         if stored != call_id:
-            fields["payload"] = {**(fields.get("payload") or {}), "source_call_id": call_id}
+            fields["payload"] = self._source_payload(fields.get("payload"), call_id)
         return self.add("tool_result", call_id=stored, content=content, **fields)
+
+    def _source_payload(self, payload: Any, call_id: str) -> dict[str, Any]:
+        try:
+            return with_source_call_id(payload, call_id)
+        except ValueError as exc:
+            raise self.error(f"step {len(self.rows)}: {exc}") from None
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -25,10 +25,22 @@ from ..tables import ARROW_OF_KIND, episodes_schema
 from ..yamldoc import load_strict_yaml
 from . import staging
 from .hashing import build_inventory
-from .manifest import dump_manifest, write_json_atomic
-from .writer import PARQUET_OPTIONS, ROW_GROUP_ROWS
+from .manifest import dump_manifest
 
-__all__ = ["INTERRUPTED_ERROR_TYPE", "card_files", "finalize_card", "recover_card", "refresh_manifest"]
+__all__ = [
+    "INTERRUPTED_ERROR_TYPE",
+    "PARQUET_OPTIONS",
+    "ROW_GROUP_ROWS",
+    "card_files",
+    "finalize_card",
+    "recover_card",
+    "refresh_manifest",
+]
+
+PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
+#: Rows per Parquet row group: small enough that a streaming reader's batches stay small
+#: (readers buffer whole row groups), large enough for good compression.
+ROW_GROUP_ROWS = 64 * 1024
 
 #: error_type given to episodes that were open when the writer stopped.
 INTERRUPTED_ERROR_TYPE = "WriterInterrupted"
@@ -48,17 +60,17 @@ def recover_card(path: str | os.PathLike[str], *, force: bool = False) -> CardMa
         if (root / "card.json").is_file():
             raise CardFormatError(f"{root} is already a finished card; there is nothing to recover")
         raise CardFormatError(f"{root} has no {staging.STAGING_DIR}/ directory; it is not a card being written")
-    pid_file = stage / staging.PID
-    if not force and pid_file.is_file():
-        try:
-            pid = int(pid_file.read_text())
-            os.kill(pid, 0)
-        except (ValueError, ProcessLookupError, PermissionError):
-            pass
-        else:
-            raise CardFormatError(
-                f"{root} is still being written by process {pid}; stop it first or pass --force"
-            )
+    owner = staging.read_owner(stage / staging.PID)
+    if not force and staging.owner_alive(owner):
+        raise CardFormatError(
+            f"{root} is still being written by process {owner['pid']}; stop it first or pass --force"  # type: ignore[index]
+        )
+    if not (stage / staging.HEADER).is_file() and not (root / "card.json").is_file():
+        raise CardFormatError(
+            f"{root}: the writer stopped inside CardWriter(), before it wrote the card's header; no episode "
+            "was written, so there is nothing to recover. Delete the directory, or write the card again with "
+            "CardWriter(..., overwrite=True)"
+        )
     return finalize_card(root, reason="the writing process stopped before the episode ended", interrupted=True)
 
 
@@ -94,6 +106,8 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
             )
         )
     if interrupted and (open_ids or steps_torn):
+        # No selector: the steps table has no error_type column, and the steps that are
+        # missing are not rows a selector could match. The episodes drop above selects them.
         drops.append(
             Drop(
                 target="steps",
@@ -101,9 +115,9 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
                 declaration="author_declared",
                 loss_class="interrupted_run",
                 reason="steps buffered in memory when the writing process stopped were never "
-                "written; the open episodes keep only their steps flushed before the stop"
+                f"written; the {len(open_ids)} cancelled episode(s) (error_type == '{INTERRUPTED_ERROR_TYPE}') "
+                "keep only their steps flushed before the stop"
                 + (" (a torn last batch was cut off)" if steps_torn else ""),
-                selector=f"error_type == '{INTERRUPTED_ERROR_TYPE}'" if open_ids else None,
             )
         )
 
@@ -120,7 +134,7 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
             "inventory": build_inventory(root, files).model_dump(mode="json"),
         }
     )
-    write_json_atomic(root / "card.json", dump_manifest(manifest))
+    staging.write_atomic(stage, root / "card.json", dump_manifest(manifest), durable=True)
     shutil.rmtree(stage, ignore_errors=True)
     return manifest
 
@@ -146,7 +160,12 @@ def refresh_manifest(root: Path, **changes: Any) -> CardManifest:
     data["rules"] = [r.model_dump(mode="json", exclude_none=True) for r in _rule_refs(root)]
     data["inventory"] = build_inventory(root, card_files(root)).model_dump(mode="json")
     manifest = CardManifest.model_validate(data)
-    write_json_atomic(root / "card.json", dump_manifest(manifest))
+    # The temporary file lives in a staging area for the moment of the write: a kill leaves
+    # `.rcard-staging/` (which `rcard recover` clears), never a stray file in the card.
+    stage = root / staging.STAGING_DIR
+    stage.mkdir(exist_ok=True)
+    staging.write_atomic(stage, root / "card.json", dump_manifest(manifest), durable=True)
+    shutil.rmtree(stage, ignore_errors=True)
     return manifest
 
 

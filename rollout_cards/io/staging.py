@@ -10,15 +10,30 @@ While a card is being written, `<card>/.rcard-staging/` holds:
   unflushed steps of episodes that were still open;
 - `bulk-episodes-*.arrow` (Arrow IPC files, rewritten once at close) and
   `bulk-steps.parquet` (kept as a part as it is): tables given to the bulk path;
-- `writer.pid`: the writing process, so recovery does not race a live writer.
+- `writer.pid`: the writing process (an owner marker, below), so recovery does not race
+  a live writer;
+- `tmp-*`: files being written; each is renamed into place (rules/, artifacts/,
+  card.json) only once complete, so a kill never leaves a half file in the card.
 
-Finalizing turns these into the card's tables and card.json, then removes the
-staging directory. Files are only renamed into place once complete.
+Every write is atomic (a rename of a complete file) or recoverable (the journal and the
+steps stream are append-only, and a torn tail is cut off), and no temporary file ever
+lives outside the staging area, so a killed writer's card is finished by `rcard recover`
+with nothing half-written published. Finalizing turns these into the card's tables and
+card.json, then removes the staging directory.
+
+Sibling directories of a card, named `.<name>.rcard-import-<hex>` (an import being
+written) and `.<name>.rcard-replaced-<hex>` (a card being overwritten), each come with an
+owner marker `<dir>.owner`; `sweep_stale` removes those whose owner is gone.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import re
+import shutil
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +50,121 @@ STEPS_STREAM = "steps.arrows"
 BULK_STEPS = "bulk-steps.parquet"
 PID = "writer.pid"
 BULK_EPISODES_GLOB = "bulk-episodes-*.arrow"
+OWNER_SUFFIX = ".owner"
+_SIBLING = re.compile(r"^\.(?P<name>.+)\.rcard-(?P<kind>import|replaced)-[0-9a-f]{12}$")
+_tmp_names = itertools.count()
+
+
+# -- atomic writes ------------------------------------------------------------------------
+def write_atomic(stage: Path, dest: Path, data: bytes, *, durable: bool = False) -> None:
+    """Write `data` to `dest` through a temporary file in the staging area `stage` and a
+    rename: `dest` is absent or complete, and a leftover temporary file is never part of
+    the card. `durable` also fsyncs the data before the rename (card.json, the header)."""
+    tmp = stage / f"tmp-{os.getpid()}-{next(_tmp_names)}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.replace(tmp, dest)
+
+
+# -- owner markers ------------------------------------------------------------------------
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def owner_record(kind: str) -> bytes:
+    """The marker naming this process as the owner of a staging area or sibling directory."""
+    pid = os.getpid()
+    return json.dumps({"rcard": kind, "pid": pid, "start": _start_time(pid),
+                       "host": socket.gethostname()}).encode()
+
+
+def read_owner(path: Path) -> dict[str, Any] | None:
+    """The owner marker at `path` (a bare pid, as older writers wrote, is accepted); None when
+    it is absent or unreadable — a marker torn by a kill has no live owner."""
+    try:
+        raw = path.read_bytes()[:4096]
+        value = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"pid": value}
+    return value if isinstance(value, dict) else None
+
+
+def owner_alive(owner: dict[str, Any] | None) -> bool:
+    """Whether the process a marker names still runs (same pid, same start time). A marker
+    written on another host cannot be checked here and counts as alive."""
+    if owner is None:
+        return False
+    if owner.get("host") not in (None, socket.gethostname()):
+        return True
+    pid = owner.get("pid")
+    if type(pid) is not int or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    except OverflowError:
+        return False
+    start = owner.get("start")
+    return start is None or _start_time(pid) in (None, start)
+
+
+def claim_sibling(parent: Path, name: str, kind: str, token: str) -> Path:
+    """The path of a sibling directory `.<name>.rcard-<kind>-<token>` of `parent/name`, after
+    writing its owner marker (so a sweep can tell it is ours before the directory exists)."""
+    path = parent / f".{name}.rcard-{kind}-{token}"
+    marker = path.with_name(path.name + OWNER_SUFFIX)
+    marker.write_bytes(owner_record(kind))
+    return path
+
+
+def release_sibling(path: Path) -> None:
+    """Remove a sibling directory's owner marker once the directory is gone or renamed."""
+    path.with_name(path.name + OWNER_SUFFIX).unlink(missing_ok=True)
+
+
+def sweep_stale(parent: Path) -> list[Path]:
+    """Remove the sibling directories in `parent` that a killed import or overwrite left:
+    only ours (the name pattern and an owner marker saying so) and only when their owner no
+    longer runs. A card that was being replaced is renamed back when nothing took its place.
+    Returns what was removed or restored."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return []
+    done = []
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(OWNER_SUFFIX):
+            continue
+        match = _SIBLING.match(name[: -len(OWNER_SUFFIX)])
+        marker = Path(entry.path)
+        owner = read_owner(marker)
+        if match is None or (owner is not None and owner.get("rcard") != match["kind"]) or owner_alive(owner):
+            continue  # not ours, or its owner still runs (a marker torn by a kill reads as None)
+        target = marker.with_name(name[: -len(OWNER_SUFFIX)])
+        if target.is_dir() and not target.is_symlink():
+            original = parent / match["name"]
+            if match["kind"] == "replaced" and not os.path.lexists(original):
+                os.rename(target, original)
+            else:
+                shutil.rmtree(target, ignore_errors=True)
+            done.append(target)
+        marker.unlink(missing_ok=True)
+    return done
 
 
 @dataclass

@@ -10,8 +10,11 @@
 Steps are buffered in columns and appended to an Arrow IPC stream in the staging
 area (see `staging`), so memory stays bounded however long the run; every episode
 end is journaled and flushed, so a killed process keeps its ended episodes
-(`rcard recover`). Closing finalizes the staging area into Parquet tables,
-hashes every file, and writes card.json atomically.
+(`rcard recover`). Every other file the writer puts into the card (rules,
+artifacts, card.json) is written in the staging area and renamed into place once
+complete, so a kill at any point leaves a card `rcard recover` finishes. Closing
+finalizes the staging area into Parquet tables, hashes every file, and writes
+card.json atomically.
 """
 
 from __future__ import annotations
@@ -50,19 +53,16 @@ from ..tables import (
 )
 from ..yamldoc import load_strict_yaml
 from . import staging
-from .manifest import write_json_atomic
+from .call_ids import CallIds, with_source_call_id
+from .finalize import PARQUET_OPTIONS, ROW_GROUP_ROWS, finalize_card
 
-__all__ = ["CardWriter", "EpisodeWriter", "to_micros"]
+__all__ = ["PARQUET_OPTIONS", "ROW_GROUP_ROWS", "CardWriter", "EpisodeWriter", "to_micros"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STATUSES = frozenset(s.value for s in TerminalStatus)
 _KINDS = frozenset(k.value for k in StepKind)
 _STEP_NAMES = tuple(c.name for c in STEP_COLUMNS)
 _STEP_SCHEMA = steps_schema()
-PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": True}
-#: Rows per Parquet row group: small enough that a streaming reader's batches stay small
-#: (readers buffer whole row groups), large enough for good compression.
-ROW_GROUP_ROWS = 64 * 1024
 
 
 def to_micros(t: datetime | None) -> int | None:
@@ -123,7 +123,7 @@ class EpisodeWriter:
         self._row = row
         self._suppress = suppress
         self._seq = 0
-        self._calls: set[str] = set()
+        self._calls = CallIds()
         self._tokens = [0, 0, 0.0]
         self._tokens_seen = False
         self.ended = False
@@ -209,22 +209,39 @@ class EpisodeWriter:
         return self.step("message", role=role, content=content, **fields)
 
     def tool_call(self, name: str, args: Any = None, *, call_id: str | None = None, **fields: Any) -> str:
-        """A tool call; returns its call id (generated when not given)."""
+        """A tool call; returns the call id to give its `tool_result` (generated when not given).
+
+        An id an earlier call of the episode used is stored as `<id>#<n>`, with the source id
+        in `payload.source_call_id` (the rule of `io.call_ids`, shared with the importers); a
+        result with that id pairs with the latest call.
+        """
         call_id = call_id or f"call-{self._seq}"
-        if call_id in self._calls:
-            raise WriterError(f"call_id {call_id!r} was already used in episode {self.episode_id!r}")
-        self.step("tool_call", name=name, args=args, call_id=call_id, **fields)
-        self._calls.add(call_id)
+        if not isinstance(call_id, str):
+            raise WriterError(f"call_id must be text, got {type(call_id).__name__}")
+        stored = self._calls.stored_id(call_id)
+        if stored != call_id:
+            fields["payload"] = self._source_payload(fields.get("payload"), call_id)
+        self.step("tool_call", name=name, args=args, call_id=stored, **fields)
+        self._calls.add(call_id, stored)
         return call_id
 
     def tool_result(self, call_id: str, content: str | None, *, is_error: bool = False, **fields: Any) -> int:
-        """The result of an earlier tool call of this episode."""
-        if call_id not in self._calls:
+        """The result of an earlier tool call of this episode (the latest one with this id)."""
+        stored = self._calls.result_id(call_id) if isinstance(call_id, str) else None
+        if stored is None:
             raise WriterError(
                 f"tool_result refers to call_id {call_id!r}, which no earlier tool_call of "
                 f"episode {self.episode_id!r} issued"
             )
-        return self.step("tool_result", call_id=call_id, content=content, is_error=is_error, **fields)
+        if stored != call_id:
+            fields["payload"] = self._source_payload(fields.get("payload"), call_id)
+        return self.step("tool_result", call_id=stored, content=content, is_error=is_error, **fields)
+
+    def _source_payload(self, payload: Any, call_id: str) -> dict[str, Any]:
+        try:
+            return with_source_call_id(payload, call_id)
+        except ValueError as exc:
+            raise WriterError(f"episode {self.episode_id!r}, call_id {call_id!r}: {exc}") from None
 
     def observation(self, content: str | None, **fields: Any) -> int:
         """Something the environment showed the agent."""
@@ -332,6 +349,7 @@ class EpisodeWriter:
         if isinstance(exc, KeyboardInterrupt):
             self.end("cancelled", error_type=exc_type.__name__ if exc_type else None,
                      message="interrupted (KeyboardInterrupt)")
+            self._card._interrupted_episodes += 1
             return False
         self.end(
             "error",
@@ -372,12 +390,14 @@ class CardWriter:
         from ..model.card import CardManifest, utc_now
 
         self.path = Path(path)
+        staging.sweep_stale(self.path.parent)
+        replaced = None
         if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
             if not overwrite:
                 raise WriterError(f"{self.path} exists and is not empty; choose a new directory or pass overwrite=True")
             if not (self.path / "card.json").is_file() and not (self.path / staging.STAGING_DIR).is_dir():
                 raise WriterError(f"{self.path} is not a rollout card; refusing to overwrite it")
-            shutil.rmtree(self.path)
+            replaced = self.path
         if flush_rows < 1:
             raise WriterError("flush_rows must be at least 1")
         self._timestamps = timestamps
@@ -406,14 +426,32 @@ class CardWriter:
             )
         except Exception as exc:
             raise WriterError(f"invalid card metadata: {exc}") from None
+        # A card being overwritten is renamed aside (with an owner marker) and removed only once
+        # the new staging area exists: a sweep restores it if we die before, removes it after.
+        aside = None
+        if replaced is not None:
+            try:
+                aside = staging.claim_sibling(self.path.parent, self.path.name, "replaced", uuid.uuid4().hex[:12])
+                os.rename(self.path, aside)
+            except OSError as exc:
+                raise WriterError(f"cannot overwrite {self.path}: {exc.strerror or exc}") from None
         self._stage = self.path / staging.STAGING_DIR
         try:
             self._stage.mkdir(parents=True)
         except OSError as exc:
+            if aside is not None:
+                os.rename(aside, self.path)
+                staging.release_sibling(aside)
             raise WriterError(f"cannot create the card directory {self.path}: {exc.strerror}") from None
-        write_json_atomic(self._stage / staging.HEADER, json.dumps(header, sort_keys=True).encode())
-        (self._stage / staging.PID).write_text(str(os.getpid()))
+        # The owner first (recover must not race a live writer), then the header: a stage
+        # without a header is one whose writer died here, before any episode could be written.
+        staging.write_atomic(self._stage, self._stage / staging.PID, staging.owner_record("writer"))
+        staging.write_atomic(self._stage, self._stage / staging.HEADER, json.dumps(header, sort_keys=True).encode(),
+                             durable=True)
         self._journal = open(self._stage / staging.JOURNAL, "a", encoding="utf-8")  # noqa: SIM115
+        if aside is not None:
+            shutil.rmtree(aside)
+            staging.release_sibling(aside)
         self._stream_sink: pa.NativeFile | None = None
         self._stream: pa.ipc.RecordBatchStreamWriter | None = None
         self._buffer: list[tuple[Any, ...]] = []
@@ -423,6 +461,7 @@ class CardWriter:
         self._bulk_steps: pq.ParquetWriter | None = None
         self._bulk_episode_parts = 0
         self._rules: set[str] = set()
+        self._interrupted_episodes = 0
         self.closed = False
 
     # -- clock and buffers -------------------------------------------------------------------
@@ -537,10 +576,13 @@ class CardWriter:
             raise WriterError(f"write_episodes: episode_id {sorted(clash)[0]!r} was already written")
         self._ids |= fresh
         # Staged as Arrow IPC (cheap to write) and converted to Parquet once, at close.
+        # Written under a temporary name and renamed: a part is either whole or absent.
         path = self._stage / f"bulk-episodes-{self._bulk_episode_parts:05d}.arrow"
+        tmp = path.with_name(f"tmp-{path.name}")
         self._bulk_episode_parts += 1
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
             out.write_table(table)
+        os.replace(tmp, path)
         return table.num_rows
 
     def write_steps(self, data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> int:
@@ -577,7 +619,7 @@ class CardWriter:
         RuleRef(id=rule_id, path=f"rules/{rule_id}.yaml", sha256="0" * 64)  # validates the id
         rules = self.path / "rules"
         rules.mkdir(exist_ok=True)
-        (rules / f"{rule_id}.yaml").write_text(text, encoding="utf-8")
+        staging.write_atomic(self._stage, rules / f"{rule_id}.yaml", text.encode("utf-8"))
         self._rules.add(rule_id)
         return rule_id
 
@@ -589,9 +631,7 @@ class CardWriter:
         directory.mkdir(exist_ok=True)
         target = directory / sha
         if not target.exists():
-            tmp = directory / f".{sha}.tmp"
-            tmp.write_bytes(data)
-            os.replace(tmp, target)
+            staging.write_atomic(self._stage, target, data)
         return sha
 
     def add_drop(self, drop: Drop | Mapping[str, Any]) -> None:
@@ -601,7 +641,7 @@ class CardWriter:
         header_path = self._stage / staging.HEADER
         header = json.loads(header_path.read_bytes())
         header["drops"].append(entry)
-        write_json_atomic(header_path, json.dumps(header, sort_keys=True).encode())
+        staging.write_atomic(self._stage, header_path, json.dumps(header, sort_keys=True).encode(), durable=True)
 
     # -- closing ---------------------------------------------------------------------------------
     def _check_writable(self) -> None:
@@ -613,8 +653,6 @@ class CardWriter:
 
         Episodes still open are recorded as `cancelled` with a drops entry.
         """
-        from .finalize import finalize_card
-
         if self.closed:
             raise WriterError("the card writer is already closed")
         self._flush_steps()
@@ -645,8 +683,30 @@ class CardWriter:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self.closed:
-            self.close()
+        if self.closed:
+            return
+        if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            self._record_interruption(exc)
+        self.close()
+
+    def _record_interruption(self, exc: BaseException) -> None:
+        """An exception left the `with` block: the run stopped before it finished, and the
+        card must say so (the episodes it never started are simply absent otherwise)."""
+        what = "interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else (
+            f"stopped by {type(exc).__qualname__}: {str(exc)[:200]}")
+        n = self._interrupted_episodes
+        self.add_drop(
+            Drop(
+                target="episodes",
+                action="unobserved",
+                declaration="author_declared",
+                loss_class="interrupted_run",
+                reason=f"the run was {what} before it finished: episodes it had not started are not in the card"
+                + (f"; {n} episode(s) running at the interrupt were recorded as cancelled" if n else ""),
+                selector="error_type == 'KeyboardInterrupt'" if n else None,
+                count=n if n else None,
+            )
+        )
 
 
 def _version() -> str:

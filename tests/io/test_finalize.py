@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import random
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+from collections import Counter
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +20,9 @@ import rollout_cards as rc
 from rollout_cards.cli import app
 from rollout_cards.errors import CardFormatError
 from rollout_cards.io.finalize import INTERRUPTED_ERROR_TYPE
+from tests.fuzzing import cases, seed
+
+PHASES = ("init", "rules", "episodes", "artifacts", "drops", "close")
 
 WRITER = textwrap.dedent(
     """
@@ -78,7 +86,10 @@ def test_sigkill_then_recover(tmp_path):
     ep_drop = drops[("episodes", "interrupted_run")]
     assert ep_drop.count == 2 and ep_drop.selector == f"error_type == '{INTERRUPTED_ERROR_TYPE}'"
     assert ("steps", "interrupted_run") in drops
+    assert drops[("steps", "interrupted_run")].selector is None  # the steps table has no error_type
     assert not (path / ".rcard-staging").exists()
+    valid = CliRunner().invoke(app, ["validate", str(path)])
+    assert valid.exit_code == 0, valid.output
 
     again = CliRunner().invoke(app, ["recover", str(path)])
     assert again.exit_code == 1 and "already a finished card" in again.output
@@ -109,3 +120,302 @@ def test_opening_an_unfinished_card_points_to_recover(tmp_path):
         rc.open(tmp_path / "c")
     with pytest.raises(CardFormatError, match="does not exist"):
         rc.recover_card(tmp_path / "nowhere")
+
+
+# -- the crash fuzzer ------------------------------------------------------------------------
+# A writer subprocess (tests/io/crash_writer.py) is SIGKILLed at chosen points; each card is
+# then recovered and validated, and must hold everything the writer had finished.
+
+_CARD_FILE = re.compile(
+    r"^(episodes\.parquet|steps\.parquet|steps/part-\d{5}\.parquet|rules/[a-z_.]+\.yaml|artifacts/[0-9a-f]{64})$"
+)
+
+
+class _Driver:
+    """The fork server: one interpreter start, then one fork per case."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("crash_writer.py"))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    def run(self, **command) -> dict:
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, "the crash driver died"
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def driver():
+    d = _Driver()
+    yield d
+    d.close()
+
+
+def _read_log(path: Path) -> dict:
+    out: dict = {"ended": {}, "rules": set(), "artifacts": set(), "drops": set(), "phases": {}, "closed": False}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        word, *rest = line.split(" ")
+        if word == "ended":
+            out["ended"][rest[0]] = (int(rest[1]), rest[2])
+        elif word == "rule":
+            out["rules"].add(rest[0])
+        elif word == "artifact":
+            out["artifacts"].add(rest[0])
+        elif word == "drop":
+            out["drops"].add(" ".join(rest))
+        elif word == "phase":
+            out["phases"][rest[0]] = int(rest[1])
+        elif word == "lines":
+            out["lines"] = int(rest[0])
+        elif word == "closed":
+            out["closed"] = True
+    return out
+
+
+def _check_recovered(path: Path, log: dict, what: str) -> str:
+    """Recover and validate the card a killed writer left; returns the outcome's name."""
+    runner = CliRunner()
+    had_card_json = (path / "card.json").is_file()
+    had_stage = (path / ".rcard-staging").is_dir()
+    had_header = (path / ".rcard-staging" / "header.json").is_file()
+    rec = runner.invoke(app, ["recover", str(path)])
+    assert "Traceback" not in rec.output, f"{what}: {rec.output}"
+    if not path.exists():
+        assert rec.exit_code == 1 and "does not exist" in rec.output, f"{what}: {rec.output}"
+        assert not log["ended"] and not log["rules"], what
+        return "no card directory"
+    if had_card_json and not had_stage:
+        assert rec.exit_code == 1 and "already a finished card" in rec.output, f"{what}: {rec.output}"
+        outcome = "finished"
+    elif not had_card_json and had_stage and not had_header:
+        assert rec.exit_code == 1 and "before it wrote the card's header" in rec.output, f"{what}: {rec.output}"
+        assert not log["ended"] and not log["rules"], what
+        return "killed before the header"
+    elif not had_stage:
+        assert rec.exit_code == 1, f"{what}: {rec.output}"
+        assert not log["ended"], what
+        return "killed before the staging area"
+    else:
+        assert rec.exit_code == 0, f"{what}: {rec.output}"
+        outcome = "recovered"
+    val = runner.invoke(app, ["validate", str(path)])
+    assert val.exit_code == 0, f"{what}: recovered card does not validate:\n{val.output}"
+    card = rc.open(path)
+    rows = {r["episode_id"]: r for r in card.episodes(columns=["episode_id", "status", "n_steps"]).to_pylist()}
+    for eid, (n_steps, status) in log["ended"].items():
+        assert eid in rows, f"{what}: ended episode {eid} is missing"
+        assert (rows[eid]["n_steps"], rows[eid]["status"]) == (n_steps, status), f"{what}: {eid}"
+    assert log["rules"] <= {r.id for r in card.manifest.rules}, what
+    inventory = {f.path for f in card.manifest.inventory.files}
+    assert {f"artifacts/{sha}" for sha in log["artifacts"]} <= inventory, what
+    assert log["drops"] <= {d.reason for d in card.manifest.drops}, what
+    stray = [p for p in inventory if not _CARD_FILE.match(p)]
+    assert not stray, f"{what}: the inventory publishes {stray}"
+    on_disk = {p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()}
+    assert on_disk == inventory | {"card.json"}, f"{what}: files beside the inventory: {on_disk - inventory}"
+    return outcome
+
+
+@pytest.mark.fuzz
+def test_sigkill_fuzzer_every_recovered_card_validates(tmp_path, driver):
+    """Kill points are aimed at every phase of the writer (CardWriter(), add_rule, the episode
+    loop, artifacts, drops, close/finalize) by counting the lines of rollout_cards/io/ it runs;
+    every sixth case kills at a random time instead, inside pyarrow's C++ code too."""
+    base = seed()
+    rng = random.Random(base)
+    dry = driver.run(dir=str(tmp_path / "dry"), log=str(tmp_path / "dry.log"), seed=base)
+    dry_log = _read_log(tmp_path / "dry.log")
+    assert dry == {"killed": False, "exit": 0} and dry_log["closed"], "the writer fails without a kill"
+    starts = [dry_log["phases"][p] for p in PHASES] + [dry_log["lines"]]
+    span = {p: max(1, starts[k + 1] - starts[k]) for k, p in enumerate(PHASES)}
+    outcomes: Counter[str] = Counter()
+    n = cases(30)
+    for i in range(n):
+        case_seed = base * 1_000_003 + i
+        path, log_path = tmp_path / f"case{i}" / "card", tmp_path / f"case{i}.log"
+        path.parent.mkdir()
+        if i % 6 == 5:
+            command = {"delay": rng.uniform(0.0, 0.12)}
+            what = f"seed {case_seed}, killed after {command['delay']:.4f} s"
+        else:
+            phase = PHASES[i % len(PHASES)]
+            command = {"phase": phase, "after": rng.randint(1, span[phase])}
+            what = f"seed {case_seed}, killed at line {command['after']} of rollout_cards/io from phase {phase}"
+        reply = driver.run(dir=str(path), log=str(log_path), seed=case_seed, **command)
+        assert reply["exit"] != 3, f"{what}: the writer raised instead of dying"
+        outcomes[_check_recovered(path, _read_log(log_path), what)] += 1
+    assert sum(outcomes.values()) == n
+    assert outcomes["recovered"] >= n // 2, outcomes  # most kills land while the card is being written
+
+
+# -- regressions of the crash fuzzer and of the kill points the review found -----------------
+
+
+def test_recover_after_a_kill_before_the_header_is_a_clear_error(tmp_path):
+    """Killed inside CardWriter() after the staging area was made, before the header: recover
+    said FileNotFoundError (an internal error); now it says what happened (exit 1)."""
+    stage = tmp_path / "c" / ".rcard-staging"
+    stage.mkdir(parents=True)
+    (stage / "writer.pid").write_text("")  # torn by the kill: no live owner
+    result = CliRunner().invoke(app, ["recover", str(tmp_path / "c")])
+    assert result.exit_code == 1, result.output
+    assert "before it wrote the card's header" in result.output and "nothing to recover" in result.output
+    card = rc.CardWriter(tmp_path / "c", id="again", title="Again", overwrite=True)
+    card.close()
+    assert CliRunner().invoke(app, ["validate", str(tmp_path / "c")]).exit_code == 0
+
+
+def test_a_kill_during_the_rule_and_artifact_writes_leaves_no_half_file(tmp_path, monkeypatch):
+    """The rule file was written in place (a kill left it empty, and recover refused the card,
+    stranding every ended episode) and the artifact through `artifacts/.<sha>.tmp` (published by
+    recover). Both now go through a temporary file in the staging area: a kill before the
+    rename leaves the card without the file, never with half of it."""
+    path = tmp_path / "c"
+    card = rc.CardWriter(path, id="k", title="K", timestamps=False)
+    with card.episode(task_id="t", agent="a", episode_id="ended") as ep:
+        ep.message("user", "hi")
+    real_replace = os.replace
+
+    class Killed(BaseException):
+        pass
+
+    def killed(src, dst):
+        raise Killed
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(Killed):
+        card.add_rule("r.yaml", text="rule: k.r\nscore: \"score.r\"\n")
+    with pytest.raises(Killed):
+        card.add_artifact(b"blob")
+    monkeypatch.setattr(os, "replace", real_replace)
+    card.abort()  # what a kill leaves: the writer never closes
+    (path / ".rcard-staging" / "writer.pid").write_text("")
+    manifest = rc.recover_card(path)
+    assert [f.path for f in manifest.inventory.files] == ["episodes.parquet", "steps.parquet"]
+    assert rc.open(path).episodes().column("episode_id").to_pylist() == ["ended"]
+    assert CliRunner().invoke(app, ["validate", str(path)]).exit_code == 0
+
+
+def test_the_writer_writes_only_inside_its_staging_area(tmp_path, monkeypatch):
+    """The invariant behind every kill point: each file the writer opens for writing is in
+    `.rcard-staging/`; files reach the card only by a rename or link of a complete file."""
+    import builtins
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "c"
+    opened: list[str] = []
+    real_open, real_osfile, real_pqwriter = builtins.open, pa.OSFile, pq.ParquetWriter
+
+    def note(target, mode):
+        if any(m in mode for m in "wax+") and str(target).startswith(str(path)):
+            opened.append(Path(target).relative_to(path).as_posix())
+
+    def spy_open(file, mode="r", *a, **k):
+        note(file, mode)
+        return real_open(file, mode, *a, **k)
+
+    def spy_osfile(target, mode="r", *a, **k):
+        note(target, mode)
+        return real_osfile(target, mode, *a, **k)
+
+    class SpyWriter(real_pqwriter):
+        def __init__(self, where, *a, **k):
+            note(where, "w")
+            super().__init__(where, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(pa, "OSFile", spy_osfile)
+    monkeypatch.setattr(pq, "ParquetWriter", SpyWriter)
+    with rc.CardWriter(path, id="w", title="W", flush_rows=2) as card:
+        card.add_rule("r.yaml", text="rule: w.r\nscore: \"score.r\"\n")
+        for i in range(3):
+            with card.episode(task_id="t", agent="a", trial=i) as ep:
+                ep.message("user", "hi")
+                ep.tool_call("f", {}, call_id="c")
+                ep.tool_result("c", "ok")
+                ep.score("r", 1.0)
+        card.add_artifact(b"blob")
+        card.add_drop({"target": "steps.t", "action": "unobserved", "declaration": "source_missing",
+                       "loss_class": "unavailable_source_field", "reason": "r"})
+    assert opened and all(p.startswith(".rcard-staging/") for p in opened), opened
+
+
+def test_ctrl_c_inside_the_writer_records_the_interrupted_run(tmp_path):
+    path = tmp_path / "c"
+    with pytest.raises(KeyboardInterrupt), rc.CardWriter(path, id="i", title="I", timestamps=False) as card:
+        with card.episode(task_id="t0", agent="a", episode_id="done") as ep:
+            ep.score("r", 1.0)
+        with card.episode(task_id="t1", agent="a", episode_id="running") as ep:
+            ep.message("user", "hi")
+            raise KeyboardInterrupt
+    c = rc.open(path)
+    rows = {r["episode_id"]: r for r in c.episodes().to_pylist()}
+    assert rows["done"]["status"] == "completed" and rows["running"]["status"] == "cancelled"
+    (drop,) = [d for d in c.manifest.drops if d.loss_class == "interrupted_run"]
+    assert drop.target == "episodes" and drop.count == 1 and "KeyboardInterrupt" in drop.reason
+    assert drop.selector == "error_type == 'KeyboardInterrupt'"
+    assert CliRunner().invoke(app, ["validate", str(path)]).exit_code == 0
+
+
+def test_an_exception_leaving_the_writer_records_it_and_a_clean_exit_does_not(tmp_path):
+    with pytest.raises(RuntimeError), rc.CardWriter(tmp_path / "e", id="e", title="E") as card:
+        with card.episode(task_id="t0", agent="a") as ep:
+            ep.score("r", 1.0)
+        raise RuntimeError("harness lost its connection")
+    (drop,) = rc.open(tmp_path / "e").manifest.drops
+    assert drop.loss_class == "interrupted_run" and "RuntimeError: harness lost its connection" in drop.reason
+    assert drop.selector is None and drop.count is None
+    with rc.CardWriter(tmp_path / "ok", id="ok", title="OK") as card:
+        card.episode(task_id="t0", agent="a").end()
+    assert rc.open(tmp_path / "ok").manifest.drops == []
+
+
+def test_a_kill_while_overwriting_restores_or_removes_the_old_card(tmp_path):
+    """overwrite=True removed the old card in place (a kill left half of it); now it is
+    renamed aside with an owner marker, and the next writer in the directory restores it
+    (killed before the new card existed) or removes it (killed after)."""
+    from rollout_cards.io import staging
+
+    path = tmp_path / "c"
+    rc.CardWriter(path, id="old", title="Old").close()
+    aside = staging.claim_sibling(tmp_path, "c", "replaced", "0" * 12)
+    os.rename(path, aside)  # the state a kill between the rename and the new staging area leaves
+    (aside.with_name(aside.name + ".owner")).write_text('{"rcard": "replaced", "pid": 999999999}')
+    assert staging.sweep_stale(tmp_path) == [aside]
+    assert rc.open(path).manifest.id == "old" and sorted(os.listdir(tmp_path)) == ["c"]
+
+    aside = staging.claim_sibling(tmp_path, "c", "replaced", "1" * 12)
+    aside.mkdir()
+    (aside / "card.json").write_text("{}")
+    (aside.with_name(aside.name + ".owner")).write_text("")  # torn marker: no live owner
+    rc.CardWriter(tmp_path / "other", id="n", title="N").close()  # a writer beside it sweeps
+    assert sorted(os.listdir(tmp_path)) == ["c", "other"]
+
+
+def test_sweep_removes_only_our_dead_directories(tmp_path):
+    from rollout_cards.io import staging
+
+    live = staging.claim_sibling(tmp_path, "a", "import", "a" * 12)  # owned by this process
+    live.mkdir()
+    dead = tmp_path / f".b.rcard-import-{'b' * 12}"
+    dead.mkdir()
+    (dead / "x").write_text("partial")
+    (tmp_path / f"{dead.name}.owner").write_text('{"rcard": "import", "pid": 999999999}')
+    unmarked = tmp_path / f".c.rcard-import-{'c' * 12}"  # a name like ours, no marker: not ours
+    unmarked.mkdir()
+    foreign = tmp_path / f".d.rcard-import-{'d' * 12}"
+    foreign.mkdir()
+    (tmp_path / f"{foreign.name}.owner").write_text('{"something": "else", "pid": 999999999}')
+    assert staging.sweep_stale(tmp_path) == [dead]
+    assert live.is_dir() and unmarked.is_dir() and foreign.is_dir() and not dead.exists()
+    assert not (tmp_path / f"{dead.name}.owner").exists()
