@@ -14,6 +14,7 @@ from rollout_cards.cli import app
 from rollout_cards.errors import SourceFormatError, WriterError
 from rollout_cards.importers.steps import StepBuffer
 from rollout_cards.io.call_ids import CallIds, with_source_call_id
+from rollout_cards.tables import STEP_COLUMNS
 from tests.conftest import external
 
 
@@ -60,10 +61,11 @@ def test_importers_store_a_fourfold_reused_id_uniquely():
     for i in range(4):
         steps.tool_call("f", "{}", "call_0")
         steps.tool_result("call_0", f"r{i}")
-    stored = [row[7] for row in steps.rows]
+    names = [c.name for c in STEP_COLUMNS]
+    stored = [row[names.index("call_id")] for row in steps.rows]
     assert stored == ["call_0", "call_0", "call_0#2", "call_0#2", "call_0#3", "call_0#3", "call_0#4", "call_0#4"]
     assert steps.reused_call_ids == 3
-    assert json.loads(steps.rows[2][-1]) == {"source_call_id": "call_0"}
+    assert json.loads(steps.rows[2][names.index("payload")]) == {"source_call_id": "call_0"}
     with pytest.raises(SourceFormatError, match="JSON object"):
         steps.tool_call("f", "{}", "call_0", payload=[1])
 
