@@ -252,6 +252,7 @@ def test_sigkill_fuzzer_every_recovered_card_validates(tmp_path, driver):
         reply = driver.run(dir=str(path), log=str(log_path), seed=case_seed, **command)
         assert reply["exit"] != 3, f"{what}: the writer raised instead of dying"
         outcomes[_check_recovered(path, _read_log(log_path), what)] += 1
+    print(f"crash fuzzer: {n} kills (seed {base}), outcomes {dict(outcomes)}")
     assert sum(outcomes.values()) == n
     assert outcomes["recovered"] >= n // 2, outcomes  # most kills land while the card is being written
 
