@@ -1,0 +1,268 @@
+"""OpenHands evaluation `output.jsonl` (V0 event history and V1 SDK events) to a rollout card.
+
+One line (`EvalOutput`: `instance_id`, `instruction`, `instance`, `metadata`, `history`,
+`metrics`, `error`, `test_result`) is one episode `<instance_id>`. Terminal state: no
+`error` → completed; an error saying the agent reached its maximum iteration or budget →
+limit; any other error → error (`error_type` = the text before the first colon).
+
+History, V0 (events with `action` / `observation`): `message` and `system` actions →
+`message` (role user / assistant / system from `source`); every other action (`run`,
+`read`, `edit`, `think`, `finish`, `browse`, `delegate`, …) → `tool_call` (`name` = the
+action, `args` = `args`, `call_id` = the event id); an observation whose `cause` is an
+earlier action → its `tool_result` (`is_error` for `error` observations), else
+`observation`. V1 SDK (events with `kind`): `ActionEvent` → `tool_call` (`tool_name`,
+`tool_call.arguments`, `tool_call_id`; its `thought` text as the call's `content`);
+`ObservationEvent` / `UserRejectObservation` / `AgentErrorEvent` with a known
+`tool_call_id` → `tool_result`; `MessageEvent` → `message`; `SystemPromptEvent` → system
+`message`; other kinds → `annotation` (`name` = kind). Every event's other fields are
+the step's `payload`. OpenHands writes event times without a zone, so `t` is null and
+the source's text is kept in `payload.timestamp`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import ImportRequest
+from .json_stream import iter_jsonl
+from .openai_chat import content_text
+from .session import ImportSession
+from .steps import StepBuffer, json_text
+
+__all__ = ["OpenHandsImporter", "terminal_state"]
+
+_LIMIT = re.compile(r"maximum (iteration|budget)|max(imum)? iterations?|budget .*exceeded|exceeded .*budget", re.I)
+_ROLES = {"user": "user", "agent": "assistant", "environment": "tool"}
+_KNOWN = frozenset(("instance_id", "instruction", "instance", "metadata", "history", "metrics", "error",
+                    "test_result"))
+
+
+def terminal_state(error: Any) -> tuple[str, str | None]:
+    """(status, error_type) of an output line from its `error`."""
+    if error in (None, ""):
+        return "completed", None
+    text = error if isinstance(error, str) else json_text(error)
+    kind = text.split(":", 1)[0].strip() if ":" in text else None
+    kind = kind if kind and re.fullmatch(r"[A-Za-z_][\w.]*", kind) else None
+    return ("limit" if _LIMIT.search(text) else "error"), kind
+
+
+class OpenHandsImporter:
+    """OpenHands evaluation output.jsonl (V0 agent events or V1 SDK events)."""
+
+    name = "openhands"
+    summary = "OpenHands evaluation output.jsonl (V0 event history or V1 SDK ActionEvent/ObservationEvent)"
+    options: dict[str, str] = {}
+
+    def read(self, request: ImportRequest, session: ImportSession) -> None:
+        """Import every line of every source."""
+        request.check_options(self.name, self.options)
+        stats = {"unpriced": 0, "no_usage": 0}
+        for index, path in enumerate(request.sources):
+            session.add_source(path, self.name, request.url(index))
+            with open(path, "rb") as fh:
+                for number, record in session.guard(iter_jsonl(fh, str(path))):
+                    with session.record():
+                        row, steps = _episode(record, f"line {number}", str(path), request.agent, session, stats)
+                        session.add_episode(row, steps)
+        n = session.episodes_written
+        session.declare_missing("steps.t", "OpenHands writes event timestamps without a time zone; the text is kept "
+                                "in payload.timestamp")
+        session.declare_missing("episodes.started_at", "output.jsonl records no zoned start time", count=n)
+        session.declare_missing("episodes.ended_at", "output.jsonl records no zoned end time", count=n)
+        for column in ("input_tokens", "output_tokens", "cost_usd"):
+            session.declare_missing(f"steps.{column}", "OpenHands keeps per-call usage in metrics.token_usages "
+                                    "(kept in meta.metrics), not per event")
+        if stats["unpriced"]:
+            session.declare_missing("episodes.cost_usd", "accumulated_cost is 0.0 although tokens were used: the "
+                                    "model had no price in OpenHands, so the cost is unknown, not zero",
+                                    count=stats["unpriced"])
+        if stats["no_usage"]:
+            for column in ("input_tokens", "output_tokens", "total_tokens", "cost_usd"):
+                session.declare_missing(f"episodes.{column}", "the line has no metrics", count=stats["no_usage"])
+        session.note("OpenHands output.jsonl carries no aggregate score (test_result is filled by a separate "
+                     "evaluation step); numeric test_result fields are score.* columns, no rule is declared")
+
+
+def _episode(record: Any, label: str, file: str, agent_override: str | None, session: ImportSession,
+             stats: dict[str, int]) -> tuple[dict[str, Any], StepBuffer]:
+    probe = StepBuffer("", file=file, record=label)
+    if not isinstance(record, dict):
+        raise probe.error("is not a JSON object (an OpenHands EvalOutput line)")
+    instance = record.get("instance_id")
+    if isinstance(instance, bool) or not isinstance(instance, (str, int)) or instance == "":
+        raise probe.error(f"instance_id {instance!r} is not an id")
+    steps = StepBuffer(str(instance), file=file, record=f"{label} (instance {instance})")
+    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    llm = metadata.get("llm_config") or metadata.get("llm") or {}
+    model = llm.get("model") if isinstance(llm, dict) else None
+    agent = agent_override or model or metadata.get("agent_class") or "openhands"
+    if model:
+        session.add_agent({"name": str(agent), "model": str(model)})
+    status, error_type = terminal_state(record.get("error"))
+    row: dict[str, Any] = {"episode_id": str(instance), "task_id": str(instance), "agent": str(agent),
+                           "status": status, "trial": 0}
+    if status != "completed":
+        error = record["error"]
+        row["error_message"] = error if isinstance(error, str) else json_text(error)
+        row["error_type"] = error_type
+    if isinstance(record.get("instruction"), str):
+        row["task.instruction"] = record["instruction"]
+    if record.get("instance") is not None:
+        row["task.instance"] = json_text(record["instance"])
+    if metadata:
+        row["meta.metadata"] = json_text(metadata)
+        if metadata.get("agent_class"):
+            row["meta.agent_class"] = str(metadata["agent_class"])
+    _metrics(record.get("metrics"), row, steps, stats)
+    _test_result(record.get("test_result"), row, steps, session)
+    history = record.get("history")
+    if history is not None:
+        if not isinstance(history, list):
+            raise steps.error(f"history is {type(history).__name__}, expected a list of events")
+        for i, event in enumerate(history):
+            if not isinstance(event, dict):
+                raise steps.error(f"history[{i}] is not an object")
+            if "kind" in event:
+                _v1(event, i, steps)
+            else:
+                _v0(event, i, steps)
+    rest = {k: v for k, v in record.items() if k not in _KNOWN}
+    if rest:
+        row["meta.record"] = json_text(rest)
+    return row, steps
+
+
+def _count(steps: StepBuffer, value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value < 1 << 63:
+        raise steps.error(f"{field} is {value!r}, not a non-negative 64-bit integer")
+    return value
+
+
+def _metrics(metrics: Any, row: dict[str, Any], steps: StepBuffer, stats: dict[str, int]) -> None:
+    if metrics is None:
+        stats["no_usage"] += 1
+        return
+    if not isinstance(metrics, dict):
+        raise steps.error(f"metrics is {type(metrics).__name__}, expected an object")
+    usage = metrics.get("accumulated_token_usage") if isinstance(metrics.get("accumulated_token_usage"), dict) else {}
+    row["input_tokens"] = _count(steps, usage.get("prompt_tokens"), "metrics.accumulated_token_usage.prompt_tokens")
+    row["output_tokens"] = _count(steps, usage.get("completion_tokens"),
+                                  "metrics.accumulated_token_usage.completion_tokens")
+    if row["input_tokens"] is not None and row["output_tokens"] is not None:
+        row["total_tokens"] = row["input_tokens"] + row["output_tokens"]
+    cost = metrics.get("accumulated_cost")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))):
+        raise steps.error(f"metrics.accumulated_cost is {cost!r}, not a number")
+    if cost == 0 and (row.get("total_tokens") or 0) > 0:
+        stats["unpriced"] += 1  # OpenHands reports 0.0 for a model it has no price for
+    elif cost is not None:
+        row["cost_usd"] = float(cost)
+    row["meta.metrics"] = json_text(metrics)
+
+
+def _test_result(result: Any, row: dict[str, Any], steps: StepBuffer, session: ImportSession) -> None:
+    if result is None:
+        return
+    if not isinstance(result, dict):
+        row["meta.test_result"] = json_text(result)
+        return
+    patch = result.get("git_patch")
+    if isinstance(patch, str) and patch:
+        row["meta.patch_artifact"] = session.add_artifact(patch.encode("utf-8", "surrogatepass"))
+
+    def flatten(prefix: str, value: Any) -> None:
+        if isinstance(value, (bool, int, float)):
+            row[f"score.{prefix}"] = value if not isinstance(value, float) else float(value)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                flatten(f"{prefix}.{k}", v)
+    for key, value in result.items():
+        if key != "git_patch":
+            flatten(key, value)
+    rest = {k: v for k, v in result.items() if k != "git_patch"}
+    if rest:
+        row["meta.test_result"] = json_text(rest)
+
+
+def _v0(event: dict[str, Any], i: int, steps: StepBuffer) -> None:
+    role = _ROLES.get(event.get("source"))
+    payload = {k: v for k, v in event.items() if k not in ("message", "action", "args", "observation", "content",
+                                                          "cause", "source")}
+    if "action" in event:
+        action = event["action"]
+        if not isinstance(action, str):
+            raise steps.error(f"history[{i}].action is not text")
+        args = event.get("args")
+        if action in ("message", "system"):
+            content = (args or {}).get("content") if isinstance(args, dict) and "content" in args else event.get("message")
+            steps.add("message", role="system" if action == "system" else (role or "assistant"),
+                      content=_str(content), payload={**payload, "args": args} if args else payload or None)
+        else:
+            steps.tool_call(action, None if args is None else json_text(args), str(event.get("id", f"ev{i}")),
+                            role=role or "assistant", content=_str(event.get("message")), payload=payload or None)
+        return
+    if "observation" in event:
+        obs = event["observation"]
+        cause = event.get("cause")
+        is_error = obs == "error" or (event.get("success") is False)
+        payload["observation"] = obs
+        content = _str(event.get("content"))
+        if cause is not None and steps.has_call(str(cause)):
+            steps.tool_result(str(cause), content, role="tool", is_error=is_error, name=_str(obs), payload=payload)
+        else:
+            steps.add("observation", role="tool", name=_str(obs), content=content, is_error=is_error, payload=payload)
+        return
+    steps.add("annotation", name="event", content=_str(event.get("message")), payload=payload or None)
+
+
+def _v1(event: dict[str, Any], i: int, steps: StepBuffer) -> None:
+    kind = event.get("kind")
+    payload = {k: v for k, v in event.items() if k not in ("kind", "source")}
+    role = _ROLES.get(event.get("source"))
+    call_id = event.get("tool_call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise steps.error(f"history[{i}].tool_call_id is not text")
+    if kind == "ActionEvent":
+        call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+        args = call.get("arguments")
+        if isinstance(args, str):
+            args_text = args  # already JSON text as the model sent it
+        else:
+            args_text = json_text(args if args is not None else event.get("action"))
+        thought, _parts = content_text(event.get("thought") or None)
+        steps.tool_call(_str(event.get("tool_name") or call.get("name")), args_text, call_id, role="assistant",
+                        content=thought, payload=payload)
+    elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
+        obs = event.get("observation") if isinstance(event.get("observation"), dict) else {}
+        text = obs.get("output") if isinstance(obs.get("output"), str) else None
+        if text is None:
+            text, _ = content_text(obs.get("content")) if obs.get("content") is not None else (None, None)
+        if text is None and isinstance(obs.get("message"), str):
+            text = obs["message"]  # FinishObservation and friends
+        if text is None:
+            text = _str(event.get("error") or event.get("rejection_reason"))
+        is_error = kind != "ObservationEvent" or obs.get("error") is True or obs.get("is_error") is True
+        if call_id is not None and steps.has_call(call_id):
+            steps.tool_result(call_id, text, role="tool", is_error=is_error, name=_str(event.get("tool_name")) or kind,
+                              payload=payload)
+        else:
+            steps.add("error" if kind == "AgentErrorEvent" else "observation", role="tool", name=kind, content=text,
+                      is_error=is_error, payload=payload)
+    elif kind == "MessageEvent":
+        message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
+        text, _ = content_text(message.get("content"))
+        steps.add("message", role=_str(message.get("role")) or role, content=text, payload=payload)
+    elif kind == "SystemPromptEvent":
+        prompt = event.get("system_prompt")
+        text = prompt.get("text") if isinstance(prompt, dict) else _str(prompt)
+        steps.add("message", role="system", content=_str(text), payload=payload)
+    else:
+        steps.add("annotation", name=_str(kind), payload=payload)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else json_text(value)

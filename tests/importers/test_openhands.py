@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.openhands import terminal_state
+from tests.conftest import external
+from tests.importers.conftest import assert_valid, run_import
+
+V0 = "openhands/v0_multi_swe_bench/output.jsonl"
+V1 = "openhands/v1_sdk_openagentsafety/output.jsonl"
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_v0_history_calls_linked_to_observations_and_max_iterations_is_a_limit(tmp_path):
+    path = external(V0)
+    lines = _lines(path)
+    result, card = run_import("openhands", [path], tmp_path / "c")
+    assert result.statuses == {"completed": 2, "limit": 1}
+    eps = {e["episode_id"]: e for e in card.episodes().to_pylist()}
+    for line in lines:
+        e = eps[line["instance_id"]]
+        assert e["n_steps"] == len(line["history"])  # every event is one step
+        usage = line["metrics"]["accumulated_token_usage"]
+        assert (e["input_tokens"], e["output_tokens"]) == (usage["prompt_tokens"], usage["completion_tokens"])
+        assert e["cost_usd"] is None  # accumulated_cost 0.0 with tokens used: unpriced, declared
+        steps = card.steps(filter=f"episode_id == '{line['instance_id']}'").to_pylist()
+        caused = {ev["cause"] for ev in line["history"] if "observation" in ev and ev.get("cause") is not None}
+        actions = {ev["id"] for ev in line["history"] if "action" in ev and ev["action"] not in ("message", "system")}
+        linked = [s for s in steps if s["kind"] == "tool_result"]
+        assert len(linked) == len(caused & actions)
+        calls = {s["call_id"] for s in steps if s["kind"] == "tool_call"}
+        assert all(s["call_id"] in calls for s in linked)
+    limited = next(x for x in lines if x["error"])
+    assert eps[limited["instance_id"]]["error_message"] == limited["error"]
+    assert eps[limited["instance_id"]]["error_type"] == "RuntimeError"
+    assert any(d.target == "episodes.cost_usd" for d in card.manifest.drops)
+    assert_valid(tmp_path / "c")
+
+
+def test_v1_sdk_events_and_numeric_test_results(tmp_path):
+    path = external(V1)
+    lines = _lines(path)
+    _result, card = run_import("openhands", [path], tmp_path / "c")
+    eps = {e["episode_id"]: e for e in card.episodes().to_pylist()}
+    for line in lines:
+        e = eps[line["instance_id"]]
+        assert e["score.final_score.result"] == line["test_result"]["final_score"]["result"]
+        steps = card.steps(filter=f"episode_id == '{line['instance_id']}'").to_pylist()
+        actions = [ev for ev in line["history"] if ev["kind"] == "ActionEvent"]
+        calls = [s for s in steps if s["kind"] == "tool_call"]
+        assert [c["call_id"] for c in calls] == [a["tool_call_id"] for a in actions]
+        assert [c["args"] for c in calls] == [a["tool_call"]["arguments"] for a in actions]
+        results = [s for s in steps if s["kind"] == "tool_result"]
+        assert [r["content"] for r in results] == [ev["observation"].get("output", ev["observation"].get("message")) for ev in line["history"]
+                                                   if ev["kind"] == "ObservationEvent"]
+    assert_valid(tmp_path / "c")
+
+
+@pytest.mark.parametrize(("error", "status"), [
+    (None, "completed"),
+    ("RuntimeError: Agent reached maximum iteration in headless mode. Current iteration: 50, max iteration: 50",
+     "limit"),
+    ("Agent reached maximum budget for conversation.Current budget: 1.02, max budget: 1.00", "limit"),
+    ("AgentStuckInLoopError: Agent got stuck in a loop", "error"),
+    ("docker: no space left", "error"),
+])
+def test_terminal_state(error, status):
+    assert terminal_state(error)[0] == status
+
+
+def _sdk_line(history, **kw):
+    return {"instance_id": "i1", "instruction": "do", "metadata": {"llm": {"model": "m"}}, "history": history,
+            "metrics": None, "error": None, "test_result": {}, **kw}
+
+
+def test_sdk_error_events_messages_and_unknown_kinds(tmp_path):
+    history = [
+        {"kind": "SystemPromptEvent", "source": "agent", "system_prompt": {"type": "text", "text": "be good"}},
+        {"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user",
+                                                                 "content": [{"type": "text", "text": "hi"}]}},
+        {"kind": "ActionEvent", "source": "agent", "tool_name": "bash", "tool_call_id": "c1",
+         "tool_call": {"id": "c1", "name": "bash", "arguments": "{\"command\": \"ls\"}"},
+         "thought": [{"type": "text", "text": "look"}]},
+        {"kind": "AgentErrorEvent", "source": "agent", "tool_call_id": "c1", "error": "bash crashed"},
+        {"kind": "PauseEvent", "source": "user"},
+    ]
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(_sdk_line(history)) + "\n")
+    _r, card = run_import("openhands", [path], tmp_path / "c")
+    steps = card.steps(columns=["kind", "role", "content", "is_error", "name"]).to_pylist()
+    assert [(s["kind"], s["role"]) for s in steps] == [
+        ("message", "system"), ("message", "user"), ("tool_call", "assistant"), ("tool_result", "tool"),
+        ("annotation", None)]
+    assert steps[2]["content"] == "look" and steps[3]["is_error"] is True and steps[3]["content"] == "bash crashed"
+    assert_valid(tmp_path / "c")
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"instance_id": 5.5, "history": []}', "instance_id 5.5 is not an id"),
+    ('{"instance_id": "a", "history": {"x": 1}}', "history is dict"),
+    ('{"instance_id": "a", "history": [], "metrics": {"accumulated_token_usage": {"prompt_tokens": 1e999}}}',
+     "line 1"),
+    ('{"instance_id": "a", "history": [], "metrics": {"accumulated_token_usage": {"prompt_tokens": '
+     '99999999999999999999999}}}', "line 1"),
+    ('{"instance_id": "a", "history": [{"kind": "ActionEvent", "tool_call_id": 7}]}', "tool_call_id is not text"),
+    ('{"instance_id": "a", "history": [', "line 1"),
+])
+def test_bad_lines_are_located(tmp_path, line, message):
+    path = tmp_path / "output.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(SourceFormatError) as info:
+        run_import("openhands", [path], tmp_path / "c")
+    assert message in str(info.value) and "output.jsonl" in str(info.value)
+
+
+def test_keep_going_declares_the_skipped_line(tmp_path):
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(_sdk_line([])) + "\n" + '{"instance_id": [1]}\n'
+                    + json.dumps(_sdk_line([], instance_id="i2")) + "\n")
+    result, card = run_import("openhands", [path], tmp_path / "c", keep_going=True)
+    assert result.episodes == 2 and [m.record for m in result.malformed] == ["line 2"]
+    assert_valid(tmp_path / "c")
