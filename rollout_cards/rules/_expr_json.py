@@ -28,12 +28,23 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["UDF_NAME", "ensure_registered", "extract", "json_get_array"]
+__all__ = [
+    "CANONICAL_NAME",
+    "UDF_NAME",
+    "canonical_array",
+    "canonical_text",
+    "ensure_canonical_registered",
+    "ensure_registered",
+    "ensure_udf",
+    "extract",
+    "json_get_array",
+    "json_list_array",
+]
 
 UDF_NAME = "rollout_cards.json_get"
+CANONICAL_NAME = "rollout_cards.canonical"
 
 _lock = threading.Lock()
-_registered = False
 
 
 def _render(value: Any) -> str | None:
@@ -48,6 +59,21 @@ def _render(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+_MISSING = object()
+
+
+def _at(value: Any, keys: list[str | int]) -> Any:
+    """The value at the key path, or _MISSING."""
+    for key in keys:
+        if isinstance(key, str):
+            if not isinstance(value, dict) or key not in value:
+                return _MISSING
+        elif not isinstance(value, list) or not -len(value) <= key < len(value):
+            return _MISSING
+        value = value[key]
+    return value
+
+
 def extract(text: str | None, keys: list[str | int]) -> str | None:
     """The value at `keys` in the JSON `text`, rendered as a string (None if absent)."""
     if text is None:
@@ -56,15 +82,9 @@ def extract(text: str | None, keys: list[str | int]) -> str | None:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    for key in keys:
-        if isinstance(key, str):
-            if not isinstance(value, dict) or key not in value:
-                return None
-            value = value[key]
-        else:
-            if not isinstance(value, list) or not -len(value) <= key < len(value):
-                return None
-            value = value[key]
+    value = _at(value, keys)
+    if value is _MISSING:
+        return None
     return _render(value)
 
 
@@ -88,6 +108,68 @@ def json_get_array(texts: pa.Array, keys: list[str | int]) -> pa.Array:
     return pa.array(found, pa.string()).take(encoded.indices)
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _normalize(value: Any) -> Any:
+    """Numbers normalized: an integral float is the integer (1.0 -> 1, -0.0 -> 0)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        return {k: _normalize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalize(v) for v in value]
+    return value
+
+
+def _strict_load(text: str | None) -> Any:
+    """The JSON value of `text`, or _MISSING for null or text that is not strict JSON."""
+    if text is None:
+        return _MISSING
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return _MISSING
+
+
+def canonical_text(text: str | None) -> str | None:
+    """Canonical JSON of `text`: keys sorted, no whitespace, numbers normalized, strings
+    as JSON strings; None for null or text that is not JSON (NaN and Infinity are not)."""
+    value = _strict_load(text)
+    if value is _MISSING:
+        return None
+    return json.dumps(
+        _normalize(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def _per_distinct(texts: pa.Array, fn: Any, out_type: pa.DataType) -> pa.Array:
+    """fn over each distinct text once, spread back over the rows."""
+    if len(texts) == 0:
+        return pa.array([], out_type)
+    encoded = pc.dictionary_encode(texts)
+    found = [fn(t) for t in encoded.dictionary.to_pylist()]
+    return pa.array(found, out_type).take(encoded.indices)
+
+
+def canonical_array(texts: pa.Array) -> pa.Array:
+    """`canonical_text` over a string array, parsing each distinct text once."""
+    return _per_distinct(texts, canonical_text, pa.string())
+
+
+def json_list_array(texts: pa.Array, keys: list[str | int]) -> pa.Array:
+    """The JSON array at `keys` of each text as a list of strings, each item rendered as
+    json_get renders values; null when absent, not an array, or not JSON."""
+
+    def items(text: str | None) -> list[str | None] | None:
+        value = _strict_load(text)
+        value = value if value is _MISSING else _at(value, keys)
+        return [_render(v) for v in value] if isinstance(value, list) else None
+
+    return _per_distinct(texts, items, pa.list_(pa.string()))
+
+
 def _udf(ctx: Any, texts: pa.Array | pa.Scalar, path: pa.Array | pa.Scalar) -> pa.Array:
     if isinstance(path, pa.Array):
         path = path[0]
@@ -97,29 +179,58 @@ def _udf(ctx: Any, texts: pa.Array | pa.Scalar, path: pa.Array | pa.Scalar) -> p
     return json_get_array(texts, keys)
 
 
-def ensure_registered() -> str:
-    """Register the UDF if needed; returns its name."""
-    global _registered
-    if _registered:
-        return UDF_NAME
+_done: set[str] = set()
+
+
+def ensure_udf(
+    name: str, fn: Any, inputs: dict[str, pa.DataType], output: pa.DataType, doc: dict[str, str]
+) -> str:
+    """Register the scalar UDF `name` once per process (reusing one registered earlier)."""
+    if name in _done:
+        return name
     with _lock:
-        if not _registered:
+        if name not in _done:
             try:
-                pc.get_function(UDF_NAME)
+                pc.get_function(name)
             except (KeyError, pa.ArrowKeyError):
-                pc.register_scalar_function(
-                    _udf,
-                    UDF_NAME,
-                    {
-                        "summary": "rollout_cards: value at a key path in JSON text",
-                        "description": (
-                            "json_get(text, path) where path is a JSON array of keys "
-                            "(strings) and indexes (integers); returns the value as a "
-                            "string, null when absent or when text is not valid JSON."
-                        ),
-                    },
-                    {"text": pa.string(), "path": pa.string()},
-                    pa.string(),
-                )
-            _registered = True
-    return UDF_NAME
+                pc.register_scalar_function(fn, name, doc, inputs, output)
+            _done.add(name)
+    return name
+
+
+def ensure_registered() -> str:
+    """Register the json_get UDF if needed; returns its name."""
+    return ensure_udf(
+        UDF_NAME,
+        _udf,
+        {"text": pa.string(), "path": pa.string()},
+        pa.string(),
+        {
+            "summary": "rollout_cards: value at a key path in JSON text",
+            "description": (
+                "json_get(text, path) where path is a JSON array of keys "
+                "(strings) and indexes (integers); returns the value as a "
+                "string, null when absent or when text is not valid JSON."
+            ),
+        },
+    )
+
+
+def _canonical_udf(ctx: Any, texts: pa.Array | pa.Scalar) -> pa.Array:
+    if isinstance(texts, pa.Scalar):
+        return pa.repeat(pa.scalar(canonical_text(texts.as_py()), pa.string()), ctx.batch_length)
+    return canonical_array(texts)
+
+
+def ensure_canonical_registered() -> str:
+    """Register the canonical UDF if needed; returns its name."""
+    return ensure_udf(
+        CANONICAL_NAME,
+        _canonical_udf,
+        {"text": pa.string()},
+        pa.string(),
+        {
+            "summary": "rollout_cards: canonical JSON",
+            "description": "keys sorted, no whitespace, integral numbers as integers; null if not JSON",
+        },
+    )

@@ -134,6 +134,8 @@ def tokenize(text: str, err: ErrorFactory) -> list[Token]:
         c = text[i]
         if c in " \t\r\n":
             i += 1
+        elif c == "r" and i + 1 < n and text[i + 1] in "'\"":
+            i = _raw_string(text, i, tokens, err)
         elif _is_ident_start(c):
             i = _name(text, i, tokens, err)
         elif _is_digit(c) or (c == "." and i + 1 < n and _is_digit(text[i + 1])):
@@ -228,6 +230,16 @@ def _number(text: str, i: int, tokens: list[Token], err: ErrorFactory) -> int:
             raise err(f"integer {literal} does not fit in 64 bits", start)
         tokens.append(Token("int", value, start, i))
     return i
+
+
+def _raw_string(text: str, i: int, tokens: list[Token], err: ErrorFactory) -> int:
+    """r'...' / r"...": backslashes are kept as they are (for regular expressions)."""
+    quote = text[i + 1]
+    end = text.find(quote, i + 2)
+    if end < 0:
+        raise err("unterminated string literal", i)
+    tokens.append(Token("str", text[i + 2 : end], i, end + 1))
+    return end + 1
 
 
 def _string(text: str, i: int, tokens: list[Token], err: ErrorFactory) -> int:

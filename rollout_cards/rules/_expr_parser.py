@@ -10,6 +10,9 @@ import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from rollout_cards.rules._expr_lexer import ErrorFactory, Token
 
 __all__ = [
@@ -20,8 +23,10 @@ __all__ = [
     "Call",
     "Column",
     "Compare",
+    "Comprehension",
     "InList",
     "Literal",
+    "Member",
     "Neg",
     "Node",
     "Not",
@@ -37,19 +42,31 @@ MAX_DEPTH = 64
 #: The callable functions: name -> (minimum, maximum or None) number of arguments.
 FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "abs": (1, 1),
+    "canonical": (1, 1),
     "coalesce": (2, None),
     "contains": (2, 2),
+    "distinct": (1, 1),
     "endswith": (2, 2),
+    "if": (3, 3),
     "is_null": (1, 1),
     "json_get": (2, None),
+    "json_list": (1, None),
     "len": (1, 1),
     "lower": (1, 1),
     "max": (2, None),
     "min": (2, None),
+    "number": (1, 1),
+    "regex_extract": (2, 3),
+    "regex_match": (2, 2),
+    "regex_replace": (3, 3),
     "round": (1, 2),
+    "sort": (1, 1),
     "startswith": (2, 2),
     "upper": (1, 1),
 }
+
+#: Functions whose second argument is an RE2 regular expression (a string literal).
+REGEX_FUNCTIONS = frozenset({"regex_match", "regex_extract", "regex_replace"})
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -59,9 +76,9 @@ _PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_NEG = ran
 _UNSUPPORTED_WORDS = {
     "is": "'is' is not supported; use is_null(x) or not is_null(x)",
     "lambda": "'lambda' is not supported",
-    "if": "conditional expressions ('if'/'else') are not supported",
-    "else": "conditional expressions ('if'/'else') are not supported",
-    "for": "comprehensions ('for') are not supported",
+    "if": "conditional expressions are written if(condition, then, otherwise)",
+    "else": "conditional expressions are written if(condition, then, otherwise)",
+    "for": "'for' is only allowed in a list comprehension: [f(x) for x in list if cond]",
     "import": "'import' is not supported",
 }
 
@@ -144,6 +161,32 @@ class InList(Node):
 
     def children(self) -> tuple[Node, ...]:
         return (self.operand,)
+
+
+@dataclass(frozen=True, slots=True)
+class Member(Node):
+    """`x in list` / `x not in list` where the list is a value (a column or function)."""
+
+    operand: Node
+    container: Node
+    negate: bool
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.operand, self.container)
+
+
+@dataclass(frozen=True, slots=True)
+class Comprehension(Node):
+    """`[body for var in iterable if cond]`: body over the items of a list, filtered."""
+
+    body: Node
+    var: str
+    iterable: Node
+    cond: Node | None
+
+    def children(self) -> tuple[Node, ...]:
+        extra = () if self.cond is None else (self.cond,)
+        return (self.iterable, self.body, *extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +368,10 @@ class Parser:
         for op, pos, right in parts:
             if isinstance(right, tuple):
                 node = self.make(InList, pos, left, right, op == "not in", children=(left,))
+            elif op in ("in", "not in"):
+                node = self.make(
+                    Member, pos, left, right, op == "not in", children=(left, right)
+                )
             else:
                 node = self.make(Compare, pos, op, left, right, children=(left, right))
                 left = right
@@ -333,12 +380,11 @@ class Parser:
             return nodes[0]
         return self.make(BoolOp, parts[0][1], "and", tuple(nodes), children=tuple(nodes))
 
-    def in_list(self) -> tuple[Literal, ...]:
+    def in_list(self) -> tuple[Literal, ...] | Node:
         start = self.peek()
-        if not self.at_op("["):
-            raise self.err(
-                "the right side of 'in' must be a list literal such as ['a', 'b']", start.pos
-            )
+        if not self.at_op("[") or self.is_comprehension():
+            # a list value: a column, a feature, a function or a comprehension
+            return self.expr(_PREC_ADD)
         self.advance()
         items: list[Literal] = []
         while not self.at_op("]"):
@@ -421,6 +467,8 @@ class Parser:
         if tok.kind in ("int", "float", "str"):
             return self.literal(tok.value, tok.pos)  # type: ignore[arg-type]
         if tok.kind == "kw":
+            if tok.value == "if" and self.at_op("("):
+                return self.call(tok)
             if tok.value in ("true", "True"):
                 return self.literal(True, tok.pos)
             if tok.value in ("false", "False"):
@@ -445,12 +493,63 @@ class Parser:
             self.advance()
             return inner
         if tok.kind == "op" and tok.value == "[":
+            self.i -= 1
+            if self.is_comprehension():
+                return self.comprehension()
+            self.i += 1
             raise self.err(
-                "list literals are only allowed on the right of 'in' / 'not in'", tok.pos
+                "list literals are only allowed on the right of 'in' / 'not in' "
+                "(or write a comprehension: [f(x) for x in list])",
+                tok.pos,
             )
         if tok.kind == "end":
             raise self.err("unexpected end of expression (an operand is missing)", tok.pos)
         raise self.unexpected(tok, " (expected an operand)")
+
+    def is_comprehension(self) -> bool:
+        """At '[': does a 'for' follow at bracket depth 1 (a comprehension, not a literal)?"""
+        depth = 0
+        for tok in self.tokens[self.i :]:
+            if tok.kind == "op" and tok.value in ("[", "("):
+                depth += 1
+            elif tok.kind == "op" and tok.value in ("]", ")"):
+                depth -= 1
+                if depth == 0:
+                    return False
+            elif tok.kind == "kw" and tok.value == "for" and depth == 1:
+                return True
+            elif tok.kind == "end":
+                return False
+        return False
+
+    def comprehension(self) -> Node:
+        open_tok = self.advance()
+        self.enter(open_tok.pos)
+        body = self.expr(_PREC_OR)
+        if not self.at_kw("for"):
+            raise self.unexpected(self.peek(), " in the comprehension (expected 'for')")
+        self.advance()
+        var = self.advance()
+        if var.kind != "name" or "." in str(var.value):
+            raise self.err("expected a plain name after 'for', e.g. [f(x) for x in list]", var.pos)
+        if not self.at_kw("in"):
+            raise self.unexpected(self.peek(), " (expected 'in' after the name)")
+        self.advance()
+        iterable = self.expr(_PREC_ADD)
+        cond = None
+        if self.at_kw("if"):
+            self.advance()
+            cond = self.expr(_PREC_OR)
+        if not self.at_op("]"):
+            raise self.unexpected(
+                self.peek(), f" (expected ']' to close the '[' at column {open_tok.pos + 1})"
+            )
+        self.advance()
+        self.leave()
+        children = (iterable, body) if cond is None else (iterable, body, cond)
+        return self.make(
+            Comprehension, open_tok.pos, body, str(var.value), iterable, cond, children=children
+        )
 
     def call(self, name_tok: Token) -> Node:
         name = str(name_tok.value)
@@ -503,8 +602,8 @@ class Parser:
         def is_lit(node: Node, *types: type) -> bool:
             return isinstance(node, Literal) and type(node.value) in types
 
-        if name in ("contains", "startswith", "endswith") and not is_lit(args[1], str):
-            raise self.err(f"the second argument of {name}() must be a string literal", args[1].pos)
+        if name in REGEX_FUNCTIONS:
+            self.check_regex(name, args)
         if name == "round" and len(args) == 2 and not is_lit(args[1], int):
             raise self.err(
                 "the second argument of round() (digits) must be an integer literal", args[1].pos
@@ -517,3 +616,69 @@ class Parser:
                         "or integer literals (array indexes)",
                         arg.pos,
                     )
+        if name == "json_list":
+            for arg in args[1:]:
+                if not is_lit(arg, str, int):
+                    raise self.err(
+                        "json_list() keys must be string literals (object keys) "
+                        "or integer literals (array indexes)",
+                        arg.pos,
+                    )
+
+    def check_regex(self, name: str, args: list[Node]) -> None:
+        """Patterns are literals compiled by RE2 here, so a bad one fails with the rule."""
+        pattern = args[1]
+        if not (isinstance(pattern, Literal) and isinstance(pattern.value, str)):
+            raise self.err(
+                f"the pattern of {name}() must be a string literal (an RE2 regular expression)",
+                pattern.pos,
+            )
+        sample = pa.array([""], pa.string())
+        try:
+            pc.match_substring_regex(sample, pattern=pattern.value)
+        except pa.ArrowInvalid as exc:
+            raise self.err(
+                f"{name}(): RE2 rejects the pattern ({_re2_reason(exc)}); RE2 has no "
+                "backreferences or lookaround (see https://github.com/google/re2/wiki/Syntax)",
+                pattern.pos,
+            ) from None
+        if name == "regex_extract" and len(args) == 3:
+            group = args[2]
+            if not (isinstance(group, Literal) and type(group.value) is int):
+                raise self.err("the group of regex_extract() must be an integer literal", group.pos)
+            if not 0 <= group.value <= 8:
+                raise self.err("the group of regex_extract() must be between 0 and 8", group.pos)
+            # extraction wraps the pattern in one more group (see _expr_compile.regex)
+            self.check_rewrite(
+                f"({pattern.value})", f"\\{group.value + 1}", "regex_extract()", group.pos, shift=1
+            )
+        if name == "regex_replace":
+            repl = args[2]
+            if not (isinstance(repl, Literal) and isinstance(repl.value, str)):
+                raise self.err(
+                    "the replacement of regex_replace() must be a string literal "
+                    "(\\1 … \\9 insert groups)",
+                    repl.pos,
+                )
+            self.check_rewrite(pattern.value, repl.value, "regex_replace()", repl.pos)
+
+    def check_rewrite(
+        self, pattern: str, replacement: str, what: str, pos: int, shift: int = 0
+    ) -> None:
+        sample = pa.array([""], pa.string())
+        try:
+            pc.replace_substring_regex(sample, pattern=f"(?:{pattern})|", replacement=replacement)
+        except pa.ArrowInvalid as exc:
+            if shift:
+                raise self.err(
+                    f"{what}: the pattern has no group {replacement[1:] and int(replacement[1:]) - shift}",
+                    pos,
+                ) from None
+            raise self.err(f"{what}: {_re2_reason(exc)}", pos) from None
+
+
+def _re2_reason(exc: Exception) -> str:
+    text = str(exc).splitlines()[0]
+    for prefix in ("Invalid regular expression: ", "Invalid replacement string: "):
+        text = text.replace(prefix, "")
+    return text.rstrip(".")

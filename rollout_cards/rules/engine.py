@@ -92,7 +92,15 @@ def _plan(card: Any, rule: Rule, file: str | None, seed: int | None, keep: Seque
     episodes_schema: pa.Schema = card.schema("episodes")
     names = episodes_schema.names
     features = (
-        compile_features(rule.features, card.schema("steps"), file=file) if rule.features else []
+        compile_features(
+            rule.features,
+            card.schema("steps"),
+            file=file,
+            episodes_schema=episodes_schema,
+            rule=rule.rule,
+        )
+        if rule.features
+        else []
     )
     schema = episodes_schema
     for feature in features:
@@ -124,6 +132,8 @@ def _plan(card: Any, rule: Rule, file: str | None, seed: int | None, keep: Seque
     used = {"episode_id", "status"} | {c for _, cols in keyed for c in cols}
     used |= (select.names if select else set()) | score.names
     used |= {c for c in keep if c in names}
+    for feature in features:
+        used |= set(feature.episode_columns.values())
     if rule.reduce is not None and "trial" in names:
         used.add("trial")
     feature_names = {f.name for f in features}
@@ -417,9 +427,8 @@ def apply_rule(
     plan = _plan(card, rule, file, seed, keep_columns)
     table = card.episodes(columns=plan.episode_columns)
     if plan.features:
-        table = attach_features(
-            table, compute_features(features=plan.features, card=card), plan.features
-        )
+        computed = compute_features(features=plan.features, card=card, episodes=table)
+        table = attach_features(table, computed, plan.features)
     scored = _score(table, plan)
     agg = rule.aggregate
     groups = factorize(table, agg.group_by)

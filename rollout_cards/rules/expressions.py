@@ -46,10 +46,21 @@ Precedence, loosest first (all binary operators are left-associative):
     8  literals, names, f(...), ( ... )
 
 Literals: integers (64-bit), floats (`1.5`, `.5`, `1e3`), strings in single or double
-quotes with the escapes \\\\ \\' \\" \\n \\t \\r \\0 \\uXXXX, `true`/`True`, `false`/`False`,
-`null`/`None`. List literals exist only on the right of `in` / `not in` and hold
-literals only (`kind in ['tool_call', 'action']`, `trial in [-1, 2]`); null is not
-allowed in them.
+quotes with the escapes \\\\ \\' \\" \\n \\t \\r \\0 \\uXXXX, raw strings `r'...'` that keep
+every backslash (for regular expressions: `r'ANSWER:\\s*([A-D])'`), `true`/`True`,
+`false`/`False`, `null`/`None`. List literals exist only on the right of `in` / `not in`
+and hold literals only (`kind in ['tool_call', 'action']`, `trial in [-1, 2]`); null is
+not allowed in them.
+
+Lists: a list value is a list column or feature (`agg: list` / `set`), `json_list(...)`,
+`sort` / `distinct` of a list, or a comprehension
+`[body for x in list if cond]` (the `if` part is optional; `x` names the item inside
+body and cond, and other names are the row's columns). `x in list` / `x not in list`
+test membership in a list value; `a == b` / `a != b` compare two lists as sequences
+(same length, equal items in order) and `sort(a) == sort(b)` as multisets. List
+operations are vectorized over the flattened items and have no
+`pyarrow.compute.Expression` form (`to_arrow` refuses them; `prefilter` pushes the
+other conjuncts of a filter).
 
 Names are column names. A name may contain dots and always names ONE column:
 `score.reward` is the column "score.reward"; `a.__class__` is the (probably missing)
@@ -63,9 +74,10 @@ Types and semantics
 -------------------
 Column types are normalized: any integer -> int64, floating point or decimal ->
 float64, string / large_string / dictionary-encoded strings -> string (dictionaries
-are decoded), bool -> bool. Timestamps, dates, times and durations keep their types
-and support `is_null`, `coalesce`, `min`, `max` and comparisons with each other; other
-types (lists, structs, binary) only `is_null` and `coalesce`.
+are decoded), bool -> bool, lists -> list<normalized item type>. Timestamps, dates,
+times and durations keep their types and support `is_null`, `coalesce`, `min`, `max`
+and comparisons with each other; other types (structs, binary) only `is_null` and
+`coalesce`. A list where a scalar is needed (or the reverse) is a type error.
 
 * Everything propagates null: `x + null`, `lower(null)`, `null < 1`… are null.
   `and` / `or` / `not` use Kleene logic (`false and null` is false, `true or null`
@@ -86,10 +98,37 @@ Functions
     is_null(x)               any        -> bool (never null; NaN is not null)
     coalesce(a, b, ...)      T, T, ...  -> T    first non-null (numbers promote)
     lower(s), upper(s)       string     -> string
-    contains(s, 'lit')       string     -> bool  (second argument: string literal)
-    startswith(s, 'lit')     string     -> bool
-    endswith(s, 'lit')       string     -> bool
-    len(s)                   string     -> int64 (characters)
+    contains(s, p)           string, string -> bool; p may be any string expression
+    startswith(s, p)         string, string -> bool   (`endswith(answer, 'ANSWER: ' +
+    endswith(s, p)           string, string -> bool    task.target)`); a literal p runs
+                             Arrow's kernel, a column-valued p the UDF
+                             `rollout_cards.str_match` (see `_expr_text`)
+    len(x)                   string -> int64 (characters); list -> int64 (items)
+    if(c, a, b)              bool, T, T -> T: a where c is true, b where false, null
+                             where c is null; a and b must have the same type
+                             (numbers promote)
+    number(s)                string -> float64: decimal text ('12', ' -1.5e3 ') read
+                             as a number, null when it is not one (no inf, nan, hex);
+                             numbers pass through as float64
+    regex_match(s, 'p')      string -> bool: RE2 pattern p matches somewhere in s
+    regex_extract(s, 'p'[, g])  string -> string: group g (0-8, default 0 = the whole
+                             match) of the leftmost match, null without a match ('' for
+                             a group that did not take part)
+    regex_replace(s, 'p', 'r')  string -> string: every match replaced by r (\\1 … \\9
+                             insert groups)
+                             Patterns are string literals compiled by RE2 when the
+                             expression is parsed (linear time, no backreferences or
+                             lookaround); a pattern RE2 rejects is an ExpressionError
+    canonical(text)          string -> string: the JSON text with object keys sorted, no
+                             whitespace and integral numbers as integers (1.0 -> 1), so
+                             that equal JSON values give equal strings; null when text
+                             is not JSON (NaN and Infinity are not JSON). UDF
+                             `rollout_cards.canonical`.
+    json_list(text, k, ...)  string -> list<string>: the JSON array at the key path
+                             (no keys: the text itself), each item rendered as json_get
+                             renders values; null when absent or not an array
+    sort(list)               list -> list: items in ascending order, nulls last
+    distinct(list)           list -> list: sorted, each value once, nulls dropped
     abs(x)                   number     -> int64 | float64
     min(a, b, ...)           numbers, strings or equal temporal types -> same;
     max(a, b, ...)           null if any argument is null
@@ -127,10 +166,19 @@ from rollout_cards.rules._expr_compile import (
     Checker,
     Emitter,
     ExpressionBackend,
+    NotPushable,
     type_name,
 )
 from rollout_cards.rules._expr_lexer import ErrorFactory, tokenize
-from rollout_cards.rules._expr_parser import FUNCTIONS, MAX_DEPTH, Column, Node, Parser, walk
+from rollout_cards.rules._expr_parser import (
+    FUNCTIONS,
+    MAX_DEPTH,
+    BoolOp,
+    Column,
+    Comprehension,
+    Node,
+    Parser,
+)
 
 __all__ = [
     "FUNCTIONS",
@@ -183,11 +231,7 @@ class Expression:
         set_(self, "_file", file)
         set_(self, "_key", key)
         set_(self, "_err", ErrorFactory(text, file, key))
-        set_(
-            self,
-            "_names",
-            frozenset(n.name for n in walk(root) if isinstance(n, Column)),
-        )
+        set_(self, "_names", frozenset(_free_names(root)))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Expression is immutable")
@@ -265,11 +309,72 @@ class Expression:
     def to_arrow(self, schema: pa.Schema) -> pc.Expression:
         """A `pyarrow.compute.Expression` computing the same values (e.g. as a scan filter).
 
-        Every construct of the language maps to Arrow kernels (json_get to the
-        registered UDF), so this never gives up; it raises ExpressionError on
-        type errors exactly as `typecheck` does.
+        Every scalar construct maps to Arrow kernels (json_get, canonical and the
+        column-valued substring tests to registered UDFs). List operations (comprehensions,
+        json_list, sort, distinct, list equality, `in` over a list value) have no
+        expression form: they raise ExpressionError here (see `pushable`); type errors
+        raise exactly as `typecheck` does.
         """
         checker = Checker(schema, self._err)
         checker.check(self._root)
-        out = Emitter(ExpressionBackend(), checker, self._err).emit(self._root)
+        try:
+            return Emitter(ExpressionBackend(), checker, self._err).emit(self._root)
+        except NotPushable as exc:
+            raise self._err(
+                f"{exc.what} cannot be part of a scan filter (list operations are evaluated "
+                "on record batches); filter the rows after reading",
+                0,
+            ) from None
+
+    def pushable(self, schema: pa.Schema) -> bool:
+        """Whether `to_arrow(schema)` succeeds: every name is a column of `schema` and no
+        list operation is used."""
+        try:
+            self.to_arrow(schema)
+        except ExpressionError:
+            return False
+        return True
+
+    def prefilter(self, schema: pa.Schema) -> pc.Expression | None:
+        """A filter over the columns of `schema` that every row where this (boolean)
+        expression is true passes: the whole expression when it is pushable, else the
+        pushable operands of a top-level `and`; None when nothing can be pushed."""
+        if self.pushable(schema):
+            return self.to_arrow(schema)
+        if not (isinstance(self._root, BoolOp) and self._root.op == "and"):
+            return None
+        parts = []
+        for operand in self._root.operands:
+            checker = Checker(schema, self._err)
+            try:
+                if checker.check(operand) != BOOL:
+                    continue
+                parts.append(Emitter(ExpressionBackend(), checker, self._err).emit(operand))
+            except (ExpressionError, NotPushable):
+                continue
+        if not parts:
+            return None
+        out = parts[0]
+        for part in parts[1:]:
+            out = out & part
         return out
+
+
+def _free_names(root: Node) -> set[str]:
+    """Column names the tree reads (names bound by a comprehension are not columns)."""
+    out: set[str] = set()
+    stack: list[tuple[Node, frozenset[str]]] = [(root, frozenset())]
+    while stack:
+        node, bound = stack.pop()
+        if isinstance(node, Column):
+            if node.name not in bound:
+                out.add(node.name)
+        elif isinstance(node, Comprehension):
+            stack.append((node.iterable, bound))
+            inner = bound | {node.var}
+            stack.append((node.body, inner))
+            if node.cond is not None:
+                stack.append((node.cond, inner))
+        else:
+            stack.extend((child, bound) for child in node.children())
+    return out
