@@ -119,3 +119,50 @@ def test_feature_expressions_are_checked_against_the_steps_columns(synthetic):
         compile_features({"n": Feature.model_validate({"value": "name", "agg": "sum"})}, synthetic.schema("steps"))
     with pytest.raises(ExpressionError, match="expected a boolean"):
         compile_features({"n": Feature.model_validate({"where": "seq + 1", "agg": "count"})}, synthetic.schema("steps"))
+
+
+def test_episode_columns_are_visible_in_step_features(synthetic):
+    # task.category is an episode column; agent exists in both tables (the step's wins,
+    # the episode's is episode.agent)
+    specs = {
+        "same_cat": {"where": "kind == 'tool_call' and contains(name, lower(task.category))", "agg": "count"},
+        "tagged": {"where": "kind == 'tool_call'", "value": "episode.agent + ':' + name", "agg": "list"},
+    }
+    episodes_schema = synthetic.schema("episodes")
+    compiled = compile_features(
+        {k: Feature.model_validate(v) for k, v in specs.items()}, synthetic.schema("steps"), episodes_schema=episodes_schema
+    )
+    assert compiled[0].episode_columns == {"task.category": "task.category"}
+    assert compiled[0].columns == {"kind", "name"}
+    assert compiled[1].episode_columns == {"episode.agent": "agent"}
+    episodes = synthetic.episodes(columns=["episode_id", "agent", "task.category"])
+    table = attach_features(episodes, compute_features(features=compiled, card=synthetic, episodes=episodes, batch_size=50), compiled)
+    info = {r["episode_id"]: r for r in episodes.to_pylist()}
+    by_ep: dict[str, list[dict]] = defaultdict(list)
+    for s in sorted(synthetic.steps().to_pylist(), key=lambda s: (s["episode_id"], s["seq"])):
+        by_ep[s["episode_id"]].append(s)
+    checked = 0
+    for row in table.to_pylist():
+        ep = info[row["episode_id"]]
+        calls = [s for s in by_ep[row["episode_id"]] if s["kind"] == "tool_call"]
+        category = (ep["task.category"] or "").lower() if ep["task.category"] is not None else None
+        expected = sum(1 for s in calls if category is not None and s["name"] is not None and category in s["name"])
+        assert row["same_cat"] == expected
+        assert row["tagged"] == [None if s["name"] is None or ep["agent"] is None else f"{ep['agent']}:{s['name']}" for s in calls]
+        checked += expected
+    assert checked > 0  # the data exercises the episode column
+
+
+def test_a_list_feature_over_a_huge_episode_is_capped(monkeypatch):
+    from rollout_cards.rules import features as features_module
+
+    monkeypatch.setattr(features_module, "MAX_LIST_ITEMS", 5)
+    steps = pa.table({"episode_id": ["e1"] * 3 + ["e2"] * 7, "seq": list(range(3)) + list(range(7)), "name": ["x"] * 10})
+    compiled = compile_features(
+        {"calls": Feature.model_validate({"value": "name", "agg": "list"})}, steps.schema, file="alt.yaml", rule="my.rule"
+    )
+    with pytest.raises(RuleError) as info:
+        compute_features(steps.to_batches(max_chunksize=4), compiled)  # e2 split across batches
+    message = str(info.value)
+    assert message.startswith("alt.yaml: features.calls: rule 'my.rule', feature 'calls': episode 'e2' has more than 5 items")
+    assert "cap of a list or set feature" in message
