@@ -1,4 +1,5 @@
-"""`rcard rescore`: a card's declared rules and alternative rules side by side."""
+"""`rcard rescore`: a card's declared rules and alternative rules side by side; `rcard rules`:
+the rule library."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ..rules.library import library_rule, library_rules, render_library, render_rule_yaml
 from ..rules.render import render
 from ..rules.rescore import rescore as rescore_card
 from . import app, run
@@ -31,7 +33,11 @@ def rescore(
     card: Annotated[Path, typer.Argument(help="Card directory or packed .rcard file.")],
     rule: Annotated[
         list[Path] | None,
-        typer.Option("--rule", "-r", help="An alternative rule file (YAML); repeat for more."),
+        typer.Option(
+            "--rule",
+            "-r",
+            help="An alternative rule file (YAML) or lib:ID for a library rule (rcard rules); repeat for more.",
+        ),
     ] = None,
     format: Annotated[
         RescoreFormat, typer.Option("--format", "-f", help="Output format.")
@@ -65,3 +71,25 @@ def rescore(
         adjust=adjust.value,
     )
     typer.echo(render(report, format.value), nl=False)
+
+
+class RulesFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+@app.command("rules")
+def rules(
+    format: Annotated[RulesFormat, typer.Option("--format", "-f", help="Output format.")] = RulesFormat.table,
+    show: Annotated[
+        str | None, typer.Option("--show", help="Print one library rule's YAML (an id, with or without lib:).")
+    ] = None,
+) -> None:
+    """The rule library: rules papers and harnesses regrade with, usable anywhere a
+    rule file is (`rcard rescore CARD --rule lib:tau_bench.write_set`)."""
+    entries = run(library_rules)
+    if show is not None:
+        entry = run(library_rule, show)
+        typer.echo(render_rule_yaml(entry), nl=False)
+        return
+    typer.echo(render_library(entries, format.value), nl=False)

@@ -30,6 +30,7 @@ from rollout_cards.rules._expr_parser import (
     Compare,
     Comprehension,
     InList,
+    ListLiteral,
     Member,
     Neg,
     Node,
@@ -196,6 +197,11 @@ class Checker:
             return self.member(node)
         if isinstance(node, Comprehension):
             return self.comprehension(node)
+        if isinstance(node, ListLiteral):
+            kinds = {"string" if isinstance(i.value, str) else "number" for i in node.items}
+            if len(kinds) > 1:
+                raise self.err("a list literal cannot mix strings and numbers", node.pos)
+            return pa.list_(self.unify("list", node.items, [self.check(i) for i in node.items]))
         if isinstance(node, Call):
             return self.call(node)
         raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
@@ -399,6 +405,13 @@ class Checker:
         if name == "len":
             need(0, "string", "list", what="a string or a list")
             return INT
+        if name == "at":
+            need(0, "list", what="a list")
+            need(1, "int", "bool", what="an integer index as its second argument")
+            return types[0].value_type if types[0] != NULL else NULL
+        if name == "index_of":
+            need(0, "list", what="a list")
+            return INT
         if name in ("sort", "distinct"):
             need(0, "list", what="a list")
             if _kind(types[0]) == "list" and _kind(types[0].value_type) == "other":
@@ -580,6 +593,9 @@ class Emitter:
             return self.member(node)
         if isinstance(node, Comprehension):
             return self.comprehension(node, result)
+        if isinstance(node, ListLiteral):
+            convert = float if result.value_type == FLOAT else (lambda v: v)
+            return b.literal([convert(i.value) for i in node.items], result)
         if isinstance(node, Call):
             return self.call(node, result)
         raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
@@ -722,6 +738,17 @@ class Emitter:
             return b.list_op(
                 "json_list()", lambda t: _expr_json.json_list_array(t, keys), text
             )
+        if name == "at":
+            lists = self.emit(args[0])
+            return b.list_op("at()", seg.item_at, lists, self.typed(args[1], INT))
+        if name == "index_of":
+            lt = self.checker.type_of(args[0])
+            item = lt.value_type
+            xt = self.checker.type_of(args[1])
+            if FLOAT in (item, xt) and item != xt:
+                item = FLOAT
+            lists = self.typed(args[0], pa.list_(item))
+            return b.list_op("index_of()", seg.index_of, lists, self.typed(args[1], item))
         if name in ("sort", "distinct"):
             lists = self.typed(args[0], result)
             return b.list_op(

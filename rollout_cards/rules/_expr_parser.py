@@ -25,6 +25,7 @@ __all__ = [
     "Compare",
     "Comprehension",
     "InList",
+    "ListLiteral",
     "Literal",
     "Member",
     "Neg",
@@ -42,12 +43,14 @@ MAX_DEPTH = 64
 #: The callable functions: name -> (minimum, maximum or None) number of arguments.
 FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "abs": (1, 1),
+    "at": (2, 2),
     "canonical": (1, 1),
     "coalesce": (2, None),
     "contains": (2, 2),
     "distinct": (1, 1),
     "endswith": (2, 2),
     "if": (3, 3),
+    "index_of": (2, 2),
     "is_null": (1, 1),
     "json_get": (2, None),
     "json_list": (1, None),
@@ -161,6 +164,13 @@ class InList(Node):
 
     def children(self) -> tuple[Node, ...]:
         return (self.operand,)
+
+
+@dataclass(frozen=True, slots=True)
+class ListLiteral(Node):
+    """A list of literals used as a value: `['A', 'B', 'C']`."""
+
+    items: tuple[Literal, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,12 +506,9 @@ class Parser:
             self.i -= 1
             if self.is_comprehension():
                 return self.comprehension()
-            self.i += 1
-            raise self.err(
-                "list literals are only allowed on the right of 'in' / 'not in' "
-                "(or write a comprehension: [f(x) for x in list])",
-                tok.pos,
-            )
+            items = self.in_list()
+            assert isinstance(items, tuple)
+            return ListLiteral(tok.pos, 1, items)
         if tok.kind == "end":
             raise self.err("unexpected end of expression (an operand is missing)", tok.pos)
         raise self.unexpected(tok, " (expected an operand)")

@@ -22,6 +22,8 @@ import pyarrow.compute as pc
 
 __all__ = [
     "flatten",
+    "index_of",
+    "item_at",
     "list_contains",
     "lists_equal",
     "lists_from_runs",
@@ -127,13 +129,47 @@ def lists_equal(a: pa.Array, b: pa.Array) -> pa.Array:
     return pc.if_else(valid, pa.array(result), pa.scalar(None, pa.bool_()))
 
 
+def _hits(lists: pa.Array, x: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The row of each item, and whether the item equals its row's x."""
+    items, parents = flatten(lists)
+    hit = pc.fill_null(pc.equal(items, x.take(pa.array(parents))), False)
+    return parents, np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def list_contains(lists: pa.Array, x: pa.Array) -> pa.Array:
     """Per row: x equals an item of the list; null when the list or x is null."""
     lists, x = _as_array(lists), _as_array(x)
     n = len(lists)
-    items, parents = flatten(lists)
-    hit = pc.fill_null(pc.equal(items, x.take(pa.array(parents))), False)
-    hit = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+    parents, hit = _hits(lists, x)
     found = np.bincount(parents[hit], minlength=n) > 0 if hit.any() else np.zeros(n, dtype=bool)
     valid = pc.and_(pc.is_valid(lists), pc.is_valid(x))
     return pc.if_else(valid, pa.array(found), pa.scalar(None, pa.bool_()))
+
+
+def item_at(lists: pa.Array, index: pa.Array) -> pa.Array:
+    """Per row: the item at `index` (negative counts from the end); null when out of range."""
+    lists, index = _as_array(lists), _as_array(index)
+    offsets = offsets_of(lists)
+    lengths = np.diff(offsets)
+    i = pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    i = np.where(i < 0, i + lengths, i)
+    ok = (i >= 0) & (i < lengths)
+    ok &= np.asarray(pc.and_(pc.is_valid(lists), pc.is_valid(index)).to_numpy(zero_copy_only=False), dtype=bool)
+    items = pc.list_flatten(lists)
+    if len(items) == 0:
+        return pa.nulls(len(lists), lists.type.value_type)
+    where = np.where(ok, offsets[:-1] + i, 0)
+    return pc.if_else(pa.array(ok), items.take(pa.array(where)), pa.scalar(None, items.type))
+
+
+def index_of(lists: pa.Array, x: pa.Array) -> pa.Array:
+    """Per row: the position of the first item equal to x; null when absent or either is null."""
+    lists, x = _as_array(lists), _as_array(x)
+    n = len(lists)
+    parents, hit = _hits(lists, x)
+    offsets = offsets_of(lists)
+    first = np.full(n, -1, dtype=np.int64)
+    positions = np.flatnonzero(hit)
+    rows, at = np.unique(parents[hit], return_index=True)  # first hit of each row
+    first[rows] = positions[at] - offsets[rows]
+    return pa.array(first, pa.int64(), mask=first < 0)

@@ -48,11 +48,11 @@ Precedence, loosest first (all binary operators are left-associative):
 Literals: integers (64-bit), floats (`1.5`, `.5`, `1e3`), strings in single or double
 quotes with the escapes \\\\ \\' \\" \\n \\t \\r \\0 \\uXXXX, raw strings `r'...'` that keep
 every backslash (for regular expressions: `r'ANSWER:\\s*([A-D])'`), `true`/`True`,
-`false`/`False`, `null`/`None`. List literals exist only on the right of `in` / `not in`
-and hold literals only (`kind in ['tool_call', 'action']`, `trial in [-1, 2]`); null is
-not allowed in them.
+`false`/`False`, `null`/`None`. List literals hold literals only (`kind in ['tool_call',
+'action']`, `trial in [-1, 2]`); null is not allowed in them.
 
-Lists: a list value is a list column or feature (`agg: list` / `set`), `json_list(...)`,
+Lists: a list value is a list column or feature (`agg: list` / `set`), a list literal
+(`['A', 'B', 'C']`, literals of one kind), `json_list(...)`,
 `sort` / `distinct` of a list, or a comprehension
 `[body for x in list if cond]` (the `if` part is optional; `x` names the item inside
 body and cond, and other names are the row's columns). `x in list` / `x not in list`
@@ -127,6 +127,10 @@ Functions
     json_list(text, k, ...)  string -> list<string>: the JSON array at the key path
                              (no keys: the text itself), each item rendered as json_get
                              renders values; null when absent or not an array
+    at(list, i)              list, int -> item: the item at index i (negative from the
+                             end), null when out of range
+    index_of(list, x)        list, item -> int64: position of the first item equal to x,
+                             null when absent
     sort(list)               list -> list: items in ascending order, nulls last
     distinct(list)           list -> list: sorted, each value once, nulls dropped
     abs(x)                   number     -> int64 | float64

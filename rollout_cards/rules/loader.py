@@ -187,12 +187,17 @@ def parse_rule(text: str, *, file: str | None = None) -> Rule:
 
 
 def load_rule(source: str | os.PathLike[str] | Rule) -> Rule:
-    """A `Rule` from a rule file path (or a `Rule`, returned as it is).
+    """A `Rule` from a rule file path, `lib:<id>` for a rule of the library, or a `Rule`
+    (returned as it is).
 
     Raises RuleError for a missing, oversized, non-UTF-8 or invalid file.
     """
     if isinstance(source, Rule):
         return source
+    if str(source).startswith("lib:"):
+        from .library import library_rule  # the library parses its files with this module
+
+        return library_rule(str(source)).rule
     path = Path(source)
     name = str(source)
     try:

@@ -266,3 +266,16 @@ def test_list_operations_are_not_pushed_into_scans_but_their_siblings_are():
     table = pa.table({"kind": ["x", "y", "x"], "l": [["a"], ["a"], ["b"]]})
     assert table.filter(expr.prefilter(schema)).num_rows == 2
     assert parse_expression("'a' in l").prefilter(schema) is None
+
+
+@settings(max_examples=cases(40), deadline=None)
+@given(a=LISTS, i=st.integers(-6, 6))
+def test_at_index_of_and_list_literals_agree_with_python(a, i):
+    x = (["a", "b", None, "c"] * len(a))[: len(a)]
+    table = pa.table({"a": pa.array(a, pa.list_(pa.string())), "x": x})
+    assert run(f"at(a, {i})", table) == [None if v is None or not -len(v) <= i < len(v) else v[i] for v in a]
+    assert run("index_of(a, x)", table) == [
+        None if v is None or y is None or y not in v else v.index(y) for v, y in zip(a, x)
+    ]
+    assert run("a == ['a', 'b']", table) == [None if v is None else v == ["a", "b"] for v in a]
+    assert "cannot mix strings and numbers" in error_of("['a', 1]", pa.schema([])).reason
