@@ -616,7 +616,7 @@ def test_type_errors(text: str, fragment: str, column: int) -> None:
         ("a == not b", "'not' cannot appear here", 6),
         ("+a", "unary '+' is not supported", 1),
         ("a,", "unexpected ','", 2),
-        ("foo(1)", "unknown function 'foo'; available functions: abs, canonical, coalesce", 1),
+        ("foo(1)", "unknown function 'foo'; available functions: abs, at, canonical, coalesce", 1),
         ("lowr(agent)", "did you mean 'lower'?", 1),
         ("eval('1')", "unknown function 'eval'", 1),
         ("__import__('os')", "unknown function '__import__'", 1),
