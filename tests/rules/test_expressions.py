@@ -626,7 +626,7 @@ def test_type_errors(text: str, fragment: str, column: int) -> None:
         ("lower(a)(b)", "only the listed functions can be called", 9),
         ("a[0]", "indexing is not supported", 2),
         ("args['k']", "indexing is not supported", 5),
-        ("[1, 2]", "list literals are only allowed on the right of 'in'", 1),
+        ("[1, null]", "null cannot be an item of an 'in' list", 5),
         ("a in [b]", "items of an 'in' list must be literals", 7),
         ("a in [1, null]", "null cannot be an item of an 'in' list", 10),
         ("a in [1 2]", "expected ',' or ']'", 9),
