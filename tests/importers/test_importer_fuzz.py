@@ -1,0 +1,244 @@
+"""Every registered importer against mutated copies of its seed inputs.
+
+For each format of the `rollout_cards.importers` entry-point group, SEEDS gives a small
+valid input (fixture sources, or files written here). Each round mutates a copy of it —
+truncation, broken JSON/JSONL/YAML syntax, invalid UTF-8, lone surrogates, `1e999`,
+integers beyond int64, wrong types, deep nesting, a huge line, a missing referenced
+file — runs `rcard import` and checks: exit 0 or 1 (never 2), no traceback and no
+"internal error", an exit 1 names a file of the input, bounded time and Python heap,
+and an exit-0 card validates.
+
+Adding an importer: add one SEEDS entry (format -> function writing its seed under a
+directory and returning the `rcard import` arguments). An importer without one fails
+`test_every_registered_importer_has_seeds`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout_cards.cli import app
+from rollout_cards.importers import available_formats
+from tests.conftest import REPO
+from tests.fuzzing import cases, seed
+
+SOURCES = REPO / "fixtures" / "sources"
+
+
+@dataclass
+class Seed:
+    """The inputs of one import: the sources and the other files its options name."""
+
+    sources: list[Path]
+    options: list[str] = field(default_factory=list)
+    referenced: list[Path] = field(default_factory=list)
+
+    def files(self) -> list[Path]:
+        """Every regular file of the input (inside directory sources too)."""
+        out = list(self.referenced)
+        for s in self.sources:
+            out += sorted(p for p in s.rglob("*") if p.is_file()) if s.is_dir() else [s]
+        return out
+
+
+def _copy(rel: str, into: Path) -> Path:
+    target = into / Path(rel).name
+    shutil.copyfile(SOURCES / rel, target)
+    return target
+
+
+def _chat(into: Path) -> Seed:
+    mapping = _copy("chat/mapping.yaml", into)
+    return Seed([_copy("chat/chat.jsonl", into)], ["--mapping", str(mapping)], [mapping])
+
+
+def _swe(into: Path) -> Seed:
+    predictions = _copy("swe-bench/predictions.jsonl", into)
+    return Seed([_copy("swe-bench/demo-model.demo-run.json", into)], ["--predictions", str(predictions)],
+                [predictions])
+
+
+def _agentbench(into: Path) -> Seed:
+    d = into / "outputs" / "gpt-x" / "webshop-std"
+    d.mkdir(parents=True)
+    lines = [{"index": i, "error": None, "info": None,
+              "output": {"index": i, "status": "completed" if i % 3 else "agent invalid action", "result": "[1]",
+                         "history": [{"role": "user", "content": f"question {i}"},
+                                     {"role": "agent", "content": "FINISH([1])"}]},
+              "time": {"timestamp": 1737158137875 + i, "str": "2025-01-17 15:55:37"}} for i in range(4)]
+    path = d / "runs.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return Seed([path])
+
+
+def _agentlab(into: Path) -> Seed:
+    study = into / "study"
+    for i, reward in enumerate([1.0, 0.0]):
+        d = study / f"2025-01-01_00-00-00_MyAgent_on_miniwob.task-{i}_{i}"
+        d.mkdir(parents=True)
+        (d / "summary_info.json").write_text(json.dumps({
+            "n_steps": 2, "cum_reward": reward, "cum_raw_reward": 0, "err_msg": None, "stack_trace": None,
+            "stats.cum_input_tokens": 10, "stats.cum_output_tokens": 2, "stats.cum_cost": 0.01,
+            "stats.cum_step_elapsed": 1.5, "terminated": True, "truncated": False}))
+    return Seed([study])
+
+
+#: format -> writes a valid seed input under the given directory. One entry per importer.
+SEEDS: dict[str, Callable[[Path], Seed]] = {
+    "atif": lambda d: Seed([_copy("atif/trajectory.json", d), _copy("atif/trajectories.jsonl", d)],
+                           ["--field", "task=extra.task_id", "--field", "score.reward=extra.reward"]),
+    "chat-jsonl": _chat,
+    "inspect": lambda d: Seed([_copy("inspect/synthetic.json", d)]),
+    "swe-bench": _swe,
+    "tau-bench": lambda d: Seed([_copy("tau-bench/synthetic-agent.json", d)]),
+    "agentbench": _agentbench,
+    "agentlab": _agentlab,
+}
+
+
+def test_every_registered_importer_has_seeds():
+    missing = sorted(set(available_formats()) - set(SEEDS))
+    assert not missing, (f"importer(s) {', '.join(missing)} have no fuzz seeds: add an entry to SEEDS in "
+                         "tests/importers/test_importer_fuzz.py (a function writing a small valid input)")
+
+
+# -- mutations: each takes the bytes of one input file and returns the new bytes, or None when
+# -- it does not apply (the file has nothing it could change)
+
+
+def _at(data: bytes, rng: random.Random, pattern: bytes) -> re.Match[bytes] | None:
+    found = list(re.finditer(pattern, data))
+    return rng.choice(found) if found else None
+
+
+def _replace(data: bytes, rng: random.Random, pattern: bytes, new: bytes) -> bytes | None:
+    m = _at(data, rng, pattern)
+    return None if m is None else data[: m.start()] + new + data[m.end():]
+
+
+_NUMBER = rb"(?<=[:\[, ])-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?(?=[,}\]\s])"
+_STRING_VALUE = rb'(?<=: )"(?:[^"\\\n]|\\.){0,200}"'
+
+MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes | None]] = {
+    "truncate": lambda d, r: d[: r.randrange(max(1, len(d)))],
+    "syntax": lambda d, r: (lambda i: d[:i] + r.choice([b"{", b"]", b",,", b'"', b":", b"\n}\n", b"- [\n"]) + d[i:])(
+        r.randrange(len(d) + 1)),
+    "invalid-utf8": lambda d, r: (lambda i: d[:i] + b"\xff\xfe" + d[i:])(r.randrange(len(d) + 1)),
+    "lone-surrogate": lambda d, r: _replace(d, r, rb'(?<=: )"', b'"\\ud800'),
+    "1e999": lambda d, r: _replace(d, r, _NUMBER, r.choice([b"1e999", b"-1e400", b"1E+309"])),
+    "int-beyond-int64": lambda d, r: _replace(d, r, _NUMBER, r.choice([b"9223372036854775808",
+                                                                         b"-99999999999999999999999", b"9" * 5000])),
+    "wrong-type": lambda d, r: _replace(d, r, _STRING_VALUE, r.choice([b"12", b"[1, {}]", b'{"a": [null]}',
+                                                                         b"true", b"null", b"-0.5"])),
+    "wrong-type-container": lambda d, r: _replace(d, r, rb"(?<=: )[\[{]", b'"text", "x": ['),
+    "deep-nesting": lambda d, r: _replace(d, r, _STRING_VALUE, b"[" * 50_000 + b"]" * 50_000),
+    "huge-line": lambda d, r: _replace(d, r, _STRING_VALUE, b'"' + b"x" * (3 << 20) + b'"'),
+}
+#: Mutations of the input as a whole rather than of one file's bytes.
+STRUCTURAL = ("missing-file", "empty-file")
+
+
+@dataclass
+class Outcome:
+    code: int
+    output: str
+    seconds: float
+    peak_bytes: int
+
+
+def _run(fmt: str, inputs: Seed, out: Path) -> Outcome:
+    args = ["import", fmt, *map(str, inputs.sources), "-o", str(out), *inputs.options]
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:
+        seconds = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return Outcome(result.exit_code, result.output, seconds, peak)
+
+
+def _mutate(inputs: Seed, kind: str, rng: random.Random) -> tuple[str, Path] | None:
+    """Apply mutation `kind` to one file of `inputs`: (description, the file), or None when it did not apply."""
+    files = inputs.files()
+    if kind in STRUCTURAL:
+        victim = rng.choice(files)
+        if kind == "missing-file":
+            victim.unlink()
+        else:
+            victim.write_bytes(b"")
+        return f"{kind} {victim.name}", victim
+    for victim in rng.sample(files, len(files)):
+        new = MUTATIONS[kind](victim.read_bytes(), rng)
+        if new is not None:
+            victim.write_bytes(new)
+            return f"{kind} in {victim.name}", victim
+    return None
+
+
+def _check(fmt: str, what: str, inputs: Seed, out: Path, outcome: Outcome, size: int,
+           option_file: bool = False) -> None:
+    label = f"{fmt}: {what}: exit {outcome.code}\n{outcome.output[-2000:]}"
+    # A file named by an option (chat-jsonl's --mapping) is a usage error by design
+    # (ImporterError, exit 2; tests/importers/test_chat_jsonl.py); sources are exit 0 or 1.
+    assert outcome.code in ((0, 1, 2) if option_file else (0, 1)), label
+    assert "Traceback" not in outcome.output and "internal error" not in outcome.output, label
+    assert outcome.seconds < 60, f"{label}\ntook {outcome.seconds:.1f} s"
+    assert outcome.peak_bytes < (256 << 20) + 8 * size, f"{label}\nPython heap peak {outcome.peak_bytes:,} bytes"
+    if outcome.code in (1, 2):
+        # The path as given, or at least the file's name (some importers name a member by it).
+        named = [str(p) for p in (*inputs.sources, *inputs.referenced)] + [p.name for p in inputs.files()]
+        assert any(n in outcome.output for n in named), f"{label}\nthe message names none of {named}"
+        assert not out.exists() or not any(out.iterdir()), f"{label}\na refused import left {out}"
+    else:
+        from rollout_cards.validate import validate
+
+        report = validate(out)
+        assert report.valid, f"{label}\nthe card does not validate: {[str(f) for f in report.findings][:5]}"
+
+
+@pytest.mark.parametrize("fmt", sorted(SEEDS))
+def test_the_unmutated_seed_imports_and_validates(fmt, tmp_path):
+    if fmt not in available_formats():
+        pytest.skip(f"{fmt} is not registered in this installation")
+    inputs = SEEDS[fmt](tmp_path)
+    outcome = _run(fmt, inputs, tmp_path / "card")
+    assert outcome.code == 0, outcome.output
+    _check(fmt, "seed", inputs, tmp_path / "card", outcome, 0)
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("fmt", sorted(SEEDS))
+def test_mutated_inputs_are_refused_cleanly_or_import_validly(fmt, tmp_path):
+    if fmt not in available_formats():
+        pytest.skip(f"{fmt} is not registered in this installation")
+    rng = random.Random(f"{seed()}:{fmt}")
+    kinds = [*MUTATIONS, *STRUCTURAL]
+    ran = 0
+    for round_ in range(cases(1)):
+        for kind in kinds:
+            case = tmp_path / f"{round_}-{kind}"
+            case.mkdir()
+            inputs = SEEDS[fmt](case)
+            size = sum(p.stat().st_size for p in inputs.files())
+            mutated = _mutate(inputs, kind, rng)
+            if mutated is None:
+                continue
+            out = case / "card"
+            _check(fmt, mutated[0], inputs, out, _run(fmt, inputs, out), size,
+                   option_file=mutated[1] in inputs.referenced and fmt == "chat-jsonl")
+            ran += 1
+            shutil.rmtree(case)
+    assert ran >= len(kinds) // 2 * cases(1), f"only {ran} mutations applied to the {fmt} seed"
