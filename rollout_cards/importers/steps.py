@@ -134,7 +134,7 @@ class StepBuffer:
 
     def has_call(self, call_id: str) -> bool:
         """Whether an earlier tool call of this episode issued `call_id`."""
-        return call_id in self._calls
+        return self._calls.result_id(call_id) is not None
 
     def tool_result(self, call_id: str, content: str | None, **fields: Any) -> int:
         """The result of an earlier tool call of this episode (the latest one with this id)."""

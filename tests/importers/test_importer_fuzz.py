@@ -94,6 +94,25 @@ def _agentlab(into: Path) -> Seed:
     return Seed([study])
 
 
+def _openhands(into: Path) -> Seed:
+    # The SDK history of tests/importers/test_openhands.py, which imports as it is.
+    history = [
+        {"kind": "SystemPromptEvent", "source": "agent", "system_prompt": {"type": "text", "text": "be good"}},
+        {"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user",
+                                                                 "content": [{"type": "text", "text": "hi"}]}},
+        {"kind": "ActionEvent", "source": "agent", "tool_name": "bash", "tool_call_id": "c1",
+         "tool_call": {"id": "c1", "name": "bash", "arguments": "{\"command\": \"ls\"}"},
+         "thought": [{"type": "text", "text": "look"}]},
+        {"kind": "AgentErrorEvent", "source": "agent", "tool_call_id": "c1", "error": "bash crashed"},
+        {"kind": "PauseEvent", "source": "user"},
+    ]
+    path = into / "output.jsonl"
+    lines = [{"instance_id": f"i{i}", "instruction": "do", "metadata": {"llm": {"model": "m"}}, "history": history,
+              "metrics": None, "error": None, "test_result": {}} for i in range(2)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return Seed([path])
+
+
 #: format -> writes a valid seed input under the given directory. One entry per importer.
 SEEDS: dict[str, Callable[[Path], Seed]] = {
     "atif": lambda d: Seed([_copy("atif/trajectory.json", d), _copy("atif/trajectories.jsonl", d)],
@@ -104,6 +123,7 @@ SEEDS: dict[str, Callable[[Path], Seed]] = {
     "tau-bench": lambda d: Seed([_copy("tau-bench/synthetic-agent.json", d)]),
     "agentbench": _agentbench,
     "agentlab": _agentlab,
+    "openhands": _openhands,
 }
 
 
