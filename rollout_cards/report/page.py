@@ -188,34 +188,62 @@ def _zero_flag(interval: Any) -> str:
 
 
 def _rank_section(report: RescoreReport) -> str:
-    if not report.rank_changes:
-        return ""
+    """Slopegraphs of ranks (with their bootstrap intervals) for each moved pair of rules,
+    and every rule's ranking with its statistically tied sets."""
+    rankings = {r.rule: r for r in getattr(report, "rankings", ())}
     pairs: dict[tuple[str, str], list[Any]] = {}
     for change in report.rank_changes:
         pairs.setdefault((change.against, change.rule), []).append(change)
-    diffs = {(d.rule, d.against, tuple(d.group.items())): d for d in report.differences}
     charts = []
     for (against, rule), changes in pairs.items():
-        runs = {run.rule: run for run in report.runs}
-        left, right = runs[against].headlines(), runs[rule].headlines()
-        moved = {tuple(c.group.items()): c for c in changes}
+        left, right = _rank_entries(report, rankings, against), _rank_entries(report, rankings, rule)
+        moved = {_key(c.group): c for c in changes}
         points = []
-        for key, head in right.items():
-            other = left.get(key)
-            group = tuple(head.group.items())
-            flag = ""
-            if group in moved:
-                c = moved[group]
-                d = diffs.get((rule, against, group))
-                noise = d is not None and _zero_flag(d.interval) == "interval includes 0"
-                flag = f"rank {c.against_rank}→{c.rank}" + (", inside the noise" if noise else "")
-            points.append((head.label, other.value if other else None, head.value, flag))
+        for key, (label, value, rank, text) in right.items():
+            if key not in left:
+                continue
+            _, l_value, l_rank, l_text = left[key]
+            change = moved.get(key)
+            flag = f"rank {change.against_rank}→{change.rank}, {change.noise}" if change else ""
+            points.append(svg.SlopePoint(label, l_value, value, l_rank, rank, l_text, text, flag))
         charts.append(svg.slopegraph(points, title=f"Ranks: {against} → {rule}", left=against, right=rule))
+    tables = []
+    for ranking in rankings.values():
+        rows = [[e.get("rank"), _plain(e.get("group")), format_value(e.get("value")),
+                 f"[{e.get('rank_low')}, {e.get('rank_high')}]"] for e in ranking.entries]
+        tied = "; ".join(" = ".join(_plain(g) for g in tie) for tie in ranking.tied_sets) or "none"
+        direction = "higher is better" if ranking.higher_is_better else "lower is better"
+        tables.append(f"<h3>{esc(ranking.rule)} ({esc(direction)})</h3>"
+                      + _table(["rank", "group", "value", "rank interval"], rows)
+                      + f"<p class='lede'>Statistically tied: {esc(tied)}. {esc(_plain(ranking.details))}</p>")
+    if not charts and not tables:
+        return ""
     return (
-        "<section id='ranks'><h2>Rank changes</h2><p class='lede'>Each group's headline under the declared "
-        "rule (left) and the alternative (right). A dashed line marks a rank flip whose paired "
-        "difference interval includes zero: a flip inside the noise.</p>" + "".join(charts) + "</section>"
+        "<section id='ranks'><h2>Ranks</h2><p class='lede'>Each group's rank (and rank interval) under the "
+        "declared rule (left) and the alternative (right). A dashed line marks a rank flip inside the "
+        "noise (an interval of the swapped groups' difference includes zero); bold, one beyond it.</p>"
+        + "".join(charts) + "<details><summary>Rankings with intervals and tied sets</summary>"
+        + "".join(tables) + "</details></section>"
     )
+
+
+def _key(group: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(group.items())
+
+
+def _rank_entries(report: RescoreReport, rankings: dict[str, Any], rule: str) -> dict[tuple[Any, ...], tuple[str, float | None, int, str]]:
+    """Group -> (label, value, rank, rank-interval text) of one rule, from its ranking when the
+    report has one, else by value (higher first)."""
+    ranking = rankings.get(rule)
+    if ranking is not None:
+        return {
+            _key(e["group"]): (_plain(e["group"]), e.get("value"), int(e["rank"]),
+                               f" [{e['rank_low']}–{e['rank_high']}]" if e.get("rank_low") is not None else "")
+            for e in ranking.entries
+        }
+    run = next(r for r in report.runs if r.rule == rule)
+    heads = sorted(run.headlines().values(), key=lambda h: (h.value is None, -(h.value or 0.0)))
+    return {_key(h.group): (h.label, h.value, i + 1, "") for i, h in enumerate(heads)}
 
 
 def _attempts_section(data: ReportData) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "Curve",
     "ForestRow",
+    "SlopePoint",
     "StackedBar",
     "curves",
     "esc",
@@ -231,32 +232,26 @@ def stacked_bars(bars: Sequence[StackedBar], *, title: str, colours: dict[str, s
     return "".join(parts)
 
 
-def _ranks(values: Sequence[tuple[str, float | None]]) -> dict[str, int]:
-    """1 = highest value; ties share the better rank; undefined values rank last."""
-    ordered = sorted(values, key=lambda p: (p[1] is None, -(p[1] or 0.0), p[0]))
-    ranks: dict[str, int] = {}
-    for i, (label, value) in enumerate(ordered):
-        prev = ordered[i - 1] if i else None
-        ranks[label] = ranks[prev[0]] if prev is not None and prev[1] == value else i + 1
-    return ranks
+@dataclass(frozen=True)
+class SlopePoint:
+    """One group in a rank slopegraph: its value and rank under each rule, and a flag."""
+
+    label: str
+    left_value: float | None
+    right_value: float | None
+    left_rank: int
+    right_rank: int
+    left_text: str = ""  # e.g. the rank interval "[1, 2]"
+    right_text: str = ""
+    flag: str = ""  # "" or e.g. "rank 2→1, inside the noise"
 
 
-def slopegraph(
-    pairs: Sequence[tuple[str, float | None, float | None, str]],
-    *,
-    title: str,
-    left: str,
-    right: str,
-) -> str:
-    """Each group's rank (and value) under the `left` rule and the `right` rule, joined by a line.
-
-    `pairs` are (group label, left value, right value, flag); a flag ("" or e.g. "rank 2→1,
-    inside the noise") is drawn dashed when it says "noise", bold otherwise."""
-    left_rank = _ranks([(label, a) for label, a, _, _ in pairs])
-    right_rank = _ranks([(label, b) for label, _, b, _ in pairs])
-    n = max(len(pairs), 1)
-    width, height = 760, 56 + 26 * n
-    xa, xb = 250, 470
+def slopegraph(points: Sequence[SlopePoint], *, title: str, left: str, right: str) -> str:
+    """Each group's rank (and value) under the `left` rule and the `right` rule, joined by a
+    line; a flagged line is dashed when the flag says "inside the noise", bold otherwise."""
+    n = max([1, len(points), *(max(p.left_rank, p.right_rank) for p in points)])
+    width, height = 820, 56 + 26 * n
+    xa, xb = 280, 500
     y0 = 50
 
     def sy(rank: int) -> float:
@@ -266,26 +261,27 @@ def slopegraph(
     parts.append(f'<text x="4" y="16" class="chart-title">{esc(title)}</text>')
     parts.append(f'<text x="{xa}" y="34" class="axis" text-anchor="middle">{esc(_clip(left, 34))}</text>')
     parts.append(f'<text x="{xb}" y="34" class="axis" text-anchor="middle">{esc(_clip(right, 34))}</text>')
-    for i, (label, a, b, flag) in enumerate(pairs):
+    for i, p in enumerate(points):
         colour = PALETTE[i % len(PALETTE)]
-        ra, rb = left_rank[label], right_rank[label]
-        hover = (f"{label}: rank {ra} ({_fmt(a)}) under {left}, rank {rb} ({_fmt(b)}) under {right}"
-                 + (f" — {flag}" if flag else ""))
+        hover = (f"{p.label}: rank {p.left_rank} {p.left_text} ({_fmt(p.left_value)}) under {left}, rank "
+                 f"{p.right_rank} {p.right_text} ({_fmt(p.right_value)}) under {right}"
+                 + (f" — {p.flag}" if p.flag else ""))
         parts.append(f'<g class="row"><title>{esc(hover)}</title>')
-        dash = ' stroke-dasharray="5 4"' if "noise" in flag else ""
-        weight = 3 if flag and "noise" not in flag else 1.5
+        dash = ' stroke-dasharray="5 4"' if "inside the noise" in p.flag else ""
+        weight = 3 if p.flag and not dash else 1.5
+        ya, yb = sy(p.left_rank), sy(p.right_rank)
         parts.append(
-            f'<line x1="{xa}" y1="{_num(sy(ra))}" x2="{xb}" y2="{_num(sy(rb))}" stroke="{colour}" '
+            f'<line x1="{xa}" y1="{_num(ya)}" x2="{xb}" y2="{_num(yb)}" stroke="{colour}" '
             f'stroke-width="{weight}"{dash}/>'
         )
-        parts.append(f'<circle cx="{xa}" cy="{_num(sy(ra))}" r="4" fill="{colour}"/>')
+        parts.append(f'<circle cx="{xa}" cy="{_num(ya)}" r="4" fill="{colour}"/>')
         parts.append(
-            f'<text x="{xa - 8}" y="{_num(sy(ra) + 4)}" class="label" text-anchor="end">'
-            f"{esc(_clip(label, 24))} · #{ra} {esc(_fmt(a))}</text>"
+            f'<text x="{xa - 8}" y="{_num(ya + 4)}" class="label" text-anchor="end">'
+            f"{esc(_clip(p.label, 24))} · #{p.left_rank}{esc(p.left_text)} {esc(_fmt(p.left_value))}</text>"
         )
-        parts.append(f'<circle cx="{xb}" cy="{_num(sy(rb))}" r="4" fill="{colour}"/>')
-        text = f"#{rb} {_fmt(b)} {_clip(label, 24)}" + (f" ({flag})" if flag else "")
-        parts.append(f'<text x="{xb + 8}" y="{_num(sy(rb) + 4)}" class="label">{esc(text)}</text>')
+        parts.append(f'<circle cx="{xb}" cy="{_num(yb)}" r="4" fill="{colour}"/>')
+        text = f"#{p.right_rank}{p.right_text} {_fmt(p.right_value)} {_clip(p.label, 24)}" + (f" ({p.flag})" if p.flag else "")
+        parts.append(f'<text x="{xb + 8}" y="{_num(yb + 4)}" class="label">{esc(text)}</text>')
         parts.append("</g>")
     parts.append("</svg>")
     return "".join(parts)
