@@ -73,10 +73,16 @@ def card_command(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the README here (default: stdout).")] = None,
     check: Annotated[Path | None, typer.Option("--check", help="Check this existing README instead.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")] = False,
+    into: Annotated[bool, typer.Option("--into", help="Write it as CARD/README.md and list it in the card's inventory (the Hugging Face layout).")] = False,
 ) -> None:
-    """Generate a dataset card (README.md with Hugging Face front matter) and check its front matter."""
-    result = run(dataset_card.write_dataset_card, card, output, check=check, overwrite=overwrite)
-    if output is None and check is None:
+    """Generate a dataset card (README.md with Hugging Face front matter) and check its front matter.
+
+    Example: rcard card out/card --into   (then: rcard validate out/card)
+    """
+    result = run(dataset_card.write_dataset_card, card, output, check=check, overwrite=overwrite, into=into)
+    if into:
+        typer.echo(f"wrote {card}/README.md and listed it in {card}/card.json")
+    elif output is None and check is None:
         typer.echo(result.text, nl=False)
     for problem in result.problems:
         typer.echo(f"rcard: {check or output or 'README'}: {problem}", err=True)

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 
 from ..errors import CardFormatError, Problem, RolloutCardError
+from ..io.finalize import refresh_manifest
+from ..io.manifest import write_json_atomic
 from ..io.reader import Card, open_card
 from ..summary import summarize
 from ..tables import TerminalStatus
@@ -55,8 +58,12 @@ def front_matter(card: Card) -> dict[str, Any]:
         **hf_license(m.scope.license),
         "pretty_name": m.title,
         "tags": tags,
+        "task_categories": ["other"],
+        "size_categories": [_size_category(m.tables.episodes.rows)],
+        # The episodes config is the one the Hub's viewer opens first.
         "configs": [
-            {"config_name": table, "data_files": [{"split": "train", "path": list(getattr(m.tables, table).paths)}]}
+            {"config_name": table, "data_files": [{"split": "train", "path": list(getattr(m.tables, table).paths)}],
+             **({"default": True} if table == "episodes" else {})}
             for table in ("episodes", "steps")
         ],
     }
@@ -65,6 +72,16 @@ def front_matter(card: Card) -> dict[str, Any]:
             f"Access to {m.title} is gated. Read the release scope below before requesting access.")
         data["extra_gated_fields"] = dict(m.scope.gate_fields) or {"I agree to the release terms": "checkbox"}
     return data
+
+
+#: Hugging Face size_categories buckets (upper bounds, exclusive) and their names.
+_SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+          (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"))
+
+
+def _size_category(rows: int) -> str:
+    """The Hub's size category of a dataset of `rows` examples (episodes)."""
+    return next((name for bound, name in _SIZES if rows < bound), "n>1T" if rows >= 10**12 else "1B<n<10B")
 
 
 def _cell(value: Any) -> str:
@@ -153,8 +170,11 @@ def _rules_section(card: Card) -> list[str]:
     return lines
 
 
-def render_dataset_card(card: Card) -> str:
-    """The dataset card of `card` as Markdown with YAML front matter."""
+def render_dataset_card(card: Card, *, inside: bool = False) -> str:
+    """The dataset card of `card` as Markdown with YAML front matter.
+
+    `inside`: the README is written into the card, so the inventory's root digest will cover
+    it and cannot be quoted in it (the README points to card.json instead)."""
     m = card.manifest
     summary = summarize(card)
     front = yaml.safe_dump(front_matter(card), sort_keys=False, allow_unicode=True, width=1000)
@@ -165,7 +185,8 @@ def render_dataset_card(card: Card) -> str:
               "rules that produced its numbers, and a manifest of everything dropped.", ""]
     lines += _table(["card", "version", "format", "created", "episodes", "steps", "root digest"],
                     [[m.id, m.version, m.format, m.created.isoformat(), m.tables.episodes.rows,
-                      m.tables.steps.rows, f"`{m.inventory.root_digest}`"]])
+                      m.tables.steps.rows,
+                      "in card.json (it covers this README)" if inside else f"`{m.inventory.root_digest}`"]])
     lines += ["## What was run", "", "### Plan", ""]
     if m.plan is None:
         lines += ["No plan was declared, so missing episodes cannot be detected.", ""]
@@ -296,20 +317,35 @@ class DatasetCard:
 
 
 def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
-                       check: str | os.PathLike[str] | None = None, overwrite: bool = False) -> DatasetCard:
+                       check: str | os.PathLike[str] | None = None, overwrite: bool = False,
+                       into: bool = False) -> DatasetCard:
     """Render (and check) the dataset card of the card at `src`; write it to `out` when given.
 
     With `check`, the existing README at that path is checked instead of a new one rendered.
+    With `into`, it is written as the card's own README.md (the Hugging Face layout) and listed
+    in the card's inventory, so the card still validates.
     """
+    if into:
+        if out is not None or check is not None:
+            raise RolloutCardError("--into writes CARD/README.md; it cannot be combined with --output or --check")
+        root = Path(src)
+        if not root.is_dir() or root.is_symlink():
+            raise RolloutCardError(f"{src}: --into needs a card directory (unpack a packed card first)")
+        out = root / "README.md"
     if out is not None and os.path.lexists(out) and not overwrite:
         raise RolloutCardError(f"{out} exists; pass --overwrite to replace it")
     card = open_card(src)
     if check is not None:
         text = read_small_file(check, MAX_README_BYTES, "README", CardFormatError).decode("utf-8", "replace")
         return DatasetCard(text, check_dataset_card(text, card))
-    text = render_dataset_card(card)
+    text = render_dataset_card(card, inside=into)
     result = DatasetCard(text, check_dataset_card(text, card))
     if out is not None:
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        if into:
+            write_json_atomic(Path(out), text.encode("utf-8"))
+            refresh_manifest(Path(src))
+        else:
+            with open(out, "w", encoding="utf-8") as fh:
+                fh.write(text)
     return result
+

@@ -47,7 +47,7 @@ def check_references(ctx: CheckContext) -> None:
         if path not in listed:
             present = "" if path in ctx.hashable else " and does not exist"
             f.add("reference-unlisted", f"{excerpt(path)} is referred to but not listed in the inventory{present}; "
-                  "add it with its size and sha256 (rcard refresh) or remove the reference",
+                  "list it in the inventory with its size and sha256 (for a README: rcard card CARD --into) or remove the reference",
                   file=MANIFEST, pointer=pointer)
     for k, rule in enumerate(ctx.manifest.rules if ctx.manifest else ()):
         entry = listed.get(rule.path)
@@ -75,7 +75,7 @@ def check_files(ctx: CheckContext) -> None:
     for path in sorted(ctx.hashable - listed - set(refs) - {MANIFEST}):
         if path.startswith(STAGING_DIR + "/"):
             continue  # reported once as card-unfinished
-        f.add("file-unlisted", "is not listed in the inventory; add it (with its size and sha256) or remove it",
+        f.add("file-unlisted", "is not listed in the inventory; remove it, or list it with its size and sha256 (a README: rcard card CARD --into)",
               file=path)
 
 

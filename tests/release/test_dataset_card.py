@@ -136,3 +136,32 @@ def test_mismatched_reported_value_is_flagged(synthetic_copy):
     rule.write_text(rule.read_text().replace("value: 0.3925", "value: 0.4925"))
     text = render_dataset_card(rc.open(synthetic_copy))
     assert "0.4925 (does NOT match the recomputation)" in text
+
+
+def test_into_writes_the_readme_inside_and_the_card_still_validates(synthetic_copy: Path) -> None:
+    from rollout_cards.cli import main
+
+    assert main(["card", str(synthetic_copy), "--into"]) == 0
+    readme = synthetic_copy / "README.md"
+    manifest = json.loads((synthetic_copy / "card.json").read_text())
+    listed = {f["path"]: f for f in manifest["inventory"]["files"]}
+    assert "README.md" in listed and listed["README.md"]["bytes"] == readme.stat().st_size
+    assert rc.validate(synthetic_copy).valid
+    front = _front(readme.read_text())
+    defaults = [c["config_name"] for c in front["configs"] if c.get("default")]
+    assert defaults == ["episodes"]
+    assert front["size_categories"] == ["n<1K"] and front["task_categories"]
+    # The root digest covers the README, so the README cannot quote it.
+    assert manifest["inventory"]["root_digest"] not in readme.read_text()
+    assert check_dataset_card(readme.read_text(), rc.open(synthetic_copy)) == []
+    # A second --into needs --overwrite; a packed card is refused.
+    assert main(["card", str(synthetic_copy), "--into"]) == 2
+    assert main(["card", str(synthetic_copy), "--into", "--overwrite"]) == 0
+    assert rc.validate(synthetic_copy).valid
+
+
+def test_size_categories_follow_the_hub_buckets() -> None:
+    from rollout_cards.release.dataset_card import _size_category
+
+    assert [_size_category(n) for n in (0, 999, 1000, 99_999, 100_000, 2_000_000)] == [
+        "n<1K", "n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M"]
