@@ -39,7 +39,7 @@ app = typer.Typer(
     name="rcard",
     help="Write, validate, rescore and publish rollout cards: reproducible agent and eval results.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -124,6 +124,64 @@ def _stop(signum: int, frame: Any) -> None:  # noqa: ARG001
     raise KeyboardInterrupt
 
 
+#: One example per command, shown at the end of its --help (commands added later without one
+#: fail tests/cli/test_help.py).
+EXAMPLES = {
+    "card": "rcard card out/card --into",
+    "export": "rcard export inspect-scores out/card --rule R -o scores.jsonl",
+    "import": "rcard import tau-bench results.json -o out/tau",
+    "info": "rcard info fixtures/cards/synthetic",
+    "keygen": "rcard keygen --private me.pem --public me.pub.pem",
+    "pack": "rcard pack out/card -o card-1.0.0.rcard",
+    "power": "rcard power fixtures/cards/synthetic --rule synthetic.success_rate --delta 0.1",
+    "recover": "rcard recover out/card",
+    "redact": "rcard redact out/card --spec redact.yaml -o out/public",
+    "report": "rcard report fixtures/cards/synthetic -r fixtures/rules/errors_excluded.yaml -o report.html",
+    "rescore": "rcard rescore fixtures/cards/synthetic --rule fixtures/rules/errors_excluded.yaml",
+    "rules": "rcard rules",
+    "schemas": "rcard schemas --write",
+    "sign": "rcard sign card-1.0.0.rcard --key me.pem",
+    "unpack": "rcard unpack card-1.0.0.rcard -o out/card",
+    "validate": "rcard validate fixtures/cards/synthetic --format json",
+    "verify": "rcard verify card-1.0.0.rcard --pubkey me.pub.pem",
+}
+
+
+def _with_example(command: Any, name: str) -> None:
+    example = EXAMPLES.get(name)
+    if example and "Example:" not in (command.help or ""):
+        command.help = f"{(command.help or '').rstrip()}\n\nExample: {example}"
+
+
+def _readable_metavars(command: Any) -> Any:
+    """Help without Python type names: typer 0.29 shows `<bool>` for flags (and --help) and
+    `<list[Path]>` for repeatable ones; flags get no placeholder, lists the element's
+    (`<path>...`). Applied once to the command tree before it runs."""
+    for name, sub in getattr(command, "commands", {}).items():
+        _with_example(sub, name)
+        _readable_metavars(sub)
+    ctx = command.context_class(command, help_option_names=["-h", "--help"])
+    help_option = command.get_help_option(ctx)  # created once and cached by the command
+    for param in [*getattr(command, "params", ()), *([help_option] if help_option else [])]:
+        if param.metavar is not None:
+            continue
+        if getattr(param, "is_flag", False) or getattr(param, "is_bool_flag", False):
+            param.metavar = ""
+        elif getattr(param, "multiple", False) or param.nargs == -1:
+            inner = param.display_type(ctx).removeprefix("<list[").removesuffix("]>").lower()
+            if isinstance(param, typer.core.TyperArgument):
+                # An argument's metavar would rename it in the usage line; override its type label.
+                param.display_type_rich = lambda ctx, _label=f"<{inner}>...": _label
+            else:
+                param.metavar = f"<{inner}>..."
+    return command
+
+
+def cli_command() -> Any:
+    """The `rcard` command tree as it runs: with readable placeholders and examples."""
+    return _readable_metavars(typer.main.get_command(app))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rcard` console script."""
     try:
@@ -132,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         pass  # not the main thread: signals keep their handlers
     try:
-        app(args=argv, prog_name="rcard", standalone_mode=True)
+        cli_command()(args=argv, prog_name="rcard", standalone_mode=True)
     except SystemExit as exc:
         if _stopped_by:  # click turns a KeyboardInterrupt outside run() into "Aborted!" and exit 1
             return 128 + _stopped_by[0]
