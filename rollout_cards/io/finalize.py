@@ -88,7 +88,7 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
     drops = [Drop.model_validate(d) for d in header["drops"]]
     open_ids = list(journal.open)
 
-    steps_ref, open_step_counts, steps_torn = _write_steps(root, stage, set(open_ids))
+    steps_ref, open_step_counts, steps_torn, bulk_lost = _write_steps(root, stage, set(open_ids))
     episodes_rows = _write_episodes(root, stage, journal, open_step_counts, reason)
 
     if open_ids:
@@ -105,21 +105,20 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
                 count=len(open_ids),
             )
         )
+    if bulk_lost:
+        # A Parquet file is readable only once closed: what write_steps wrote is gone, and the
+        # card says so (its episodes' n_steps will not match; `rcard validate` names them).
+        drops.append(_steps_lost(
+            "the steps written through write_steps (the bulk path) were lost: the writing process stopped "
+            "before their Parquet file was closed, and an unclosed Parquet file is unreadable"))
     if interrupted and (open_ids or steps_torn):
         # No selector: the steps table has no error_type column, and the steps that are
         # missing are not rows a selector could match. The episodes drop above selects them.
-        drops.append(
-            Drop(
-                target="steps",
-                action="unobserved",
-                declaration="author_declared",
-                loss_class="interrupted_run",
-                reason="steps buffered in memory when the writing process stopped were never "
-                f"written; the {len(open_ids)} cancelled episode(s) (error_type == '{INTERRUPTED_ERROR_TYPE}') "
-                "keep only their steps flushed before the stop"
-                + (" (a torn last batch was cut off)" if steps_torn else ""),
-            )
-        )
+        drops.append(_steps_lost(
+            "steps buffered in memory when the writing process stopped were never "
+            f"written; the {len(open_ids)} cancelled episode(s) (error_type == '{INTERRUPTED_ERROR_TYPE}') "
+            "keep only their steps flushed before the stop"
+            + (" (a torn last batch was cut off)" if steps_torn else "")))
 
     rules = _rule_refs(root)
     files = card_files(root)
@@ -137,6 +136,11 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
     staging.write_atomic(stage, root / "card.json", dump_manifest(manifest), durable=True)
     shutil.rmtree(stage, ignore_errors=True)
     return manifest
+
+
+def _steps_lost(reason: str) -> Drop:
+    return Drop(target="steps", action="unobserved", declaration="author_declared", loss_class="interrupted_run",
+                reason=reason)
 
 
 def card_files(root: Path) -> list[str]:
@@ -169,15 +173,17 @@ def refresh_manifest(root: Path, **changes: Any) -> CardManifest:
     return manifest
 
 
-def _write_steps(root: Path, stage: Path, open_ids: set[str]) -> tuple[TableRef, Counter[str], bool]:
+def _write_steps(root: Path, stage: Path, open_ids: set[str]) -> tuple[TableRef, Counter[str], bool, bool]:
     """Streamed steps become one part, bulk steps another; one part is named steps.parquet."""
     bulk = stage / staging.BULK_STEPS
     bulk_schema = None
+    bulk_lost = False
     if bulk.exists():
         try:
             bulk_schema = pq.read_schema(bulk)
         except (pa.ArrowInvalid, OSError):
             bulk.unlink()  # the process died while writing it; nothing in it is readable
+            bulk_lost = True
     stream = staging.StepStream(stage / staging.STEPS_STREAM)
     schema = bulk_schema or stream_schema()
     streamed = stage / "final-steps-stream.parquet"
@@ -211,7 +217,7 @@ def _write_steps(root: Path, stage: Path, open_ids: set[str]) -> tuple[TableRef,
         if dest.exists():
             dest.unlink()
         os.link(src, dest)
-    return TableRef(paths=names, rows=rows), counts, stream.torn
+    return TableRef(paths=names, rows=rows), counts, stream.torn, bulk_lost
 
 
 def stream_schema() -> pa.Schema:

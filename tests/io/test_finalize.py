@@ -420,3 +420,20 @@ def test_sweep_removes_only_our_dead_directories(tmp_path):
     assert staging.sweep_stale(tmp_path) == [dead]
     assert live.is_dir() and unmarked.is_dir() and foreign.is_dir() and not dead.exists()
     assert not (tmp_path / f"{dead.name}.owner").exists()
+
+
+def test_bulk_steps_lost_to_a_kill_are_declared(tmp_path):
+    """The bulk steps file was deleted silently when a kill left it unclosed (unreadable)."""
+    import pyarrow as pa
+
+    path = tmp_path / "c"
+    card = rc.CardWriter(path, id="b", title="B", timestamps=False)
+    card.write_steps(pa.table({"episode_id": ["e"], "seq": [0], "kind": ["message"]}))
+    bulk = path / ".rcard-staging" / "bulk-steps.parquet"
+    unclosed = bulk.read_bytes()  # what a kill leaves: no footer yet
+    card.abort()
+    bulk.write_bytes(unclosed)
+    (path / ".rcard-staging" / "writer.pid").write_text("")
+    manifest = rc.recover_card(path)
+    (drop,) = manifest.drops
+    assert drop.target == "steps" and "write_steps" in drop.reason and manifest.tables.steps.rows == 0
