@@ -30,9 +30,11 @@ BUILTIN: dict[str, str] = {
     "atif": "rollout_cards.importers.atif:AtifImporter",
     "chat-jsonl": "rollout_cards.importers.chat_jsonl:ChatJsonlImporter",
     "inspect": "rollout_cards.importers.inspect_ai:InspectImporter",
+    "mini-swe-agent": "rollout_cards.importers.mini_swe_agent:MiniSweAgentImporter",
     "openhands": "rollout_cards.importers.openhands:OpenHandsImporter",
     "swe-bench": "rollout_cards.importers.swe_bench:SweBenchImporter",
     "tau-bench": "rollout_cards.importers.tau_bench:TauBenchImporter",
+    "tau2-bench": "rollout_cards.importers.tau2_bench:Tau2BenchImporter",
 }
 
 

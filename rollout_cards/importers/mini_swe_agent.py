@@ -1,0 +1,535 @@
+"""mini-swe-agent batch output directories to a rollout card.
+
+A source is the directory `mini-extra swebench` writes: `preds.json` (instance id ->
+{model_name_or_path, instance_id, model_patch}), `exit_statuses_<time>.yaml`
+(`instances_by_exit_status`) and `<instance>/<instance>.traj.json` (trajectory format
+mini-swe-agent-1.x); a single `.traj.json` file is accepted too. One episode per
+instance the exit statuses or the predictions list (and per trajectory found),
+`episode_id` = `<agent>/<instance>`.
+
+| exit status                         | status    |
+|-------------------------------------|-----------|
+| Submitted                           | completed |
+| Timeout, TimeExceeded               | timeout   |
+| LimitsExceeded                      | limit     |
+| anything else (an exception name)   | error     |
+
+An instance the exit statuses list whose trajectory file is absent keeps its episode
+(status from the exit statuses, no steps) and a `steps` drop names it; one the
+predictions list with neither an exit status nor a trajectory has no known terminal
+state: it is left out and declared (a planned episode, so plan coverage sees it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..errors import SourceFormatError
+from ..model.card import Software
+from ..yamldoc import StrictYamlError, load_strict_yaml
+from .base import ImportRequest
+from .json_stream import JsonStream
+from .rule_files import rule_document
+from .session import ImportSession
+from .source_dir import children, regular_file
+from .source_values import integer, number, text
+from .steps import StepBuffer, json_text
+
+__all__ = ["MiniSweAgentImporter", "terminal_state"]
+
+_MAX_FILE_CHARS = 512 * 1024 * 1024
+_MAX_YAML_BYTES = 64 * 1024 * 1024
+_SELECTOR_IDS = 50
+_MSG_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "extra"))
+#: Keys of a model response kept in the step payload (its `choices` repeat the message).
+_RESPONSE_KEEP = ("id", "created", "model", "object", "system_fingerprint", "usage")
+
+
+def terminal_state(exit_status: str) -> str:
+    """The card status of a mini-swe-agent exit status (see the module table)."""
+    if exit_status == "Submitted":
+        return "completed"
+    if exit_status in ("Timeout", "TimeExceeded"):
+        return "timeout"
+    if exit_status == "LimitsExceeded":
+        return "limit"
+    return "error"
+
+
+class MiniSweAgentImporter:
+    """mini-swe-agent output directories (preds.json, exit_statuses_*.yaml, <id>/<id>.traj.json)."""
+
+    name = "mini-swe-agent"
+    summary = "mini-swe-agent output directories: preds.json, exit_statuses_*.yaml and <instance>/<instance>.traj.json"
+    options: dict[str, str] = {}
+    directories = True
+
+    def read(self, request: ImportRequest, session: ImportSession) -> None:
+        """Import every source directory (or trajectory file)."""
+        request.check_options(self.name, self.options)
+        session.set_software("harness", Software(name="mini-swe-agent", url="https://github.com/SWE-agent/mini-swe-agent"))
+        state = _State()
+        for index, path in enumerate(request.sources):
+            if path.is_dir():
+                _import_dir(session, state, path, request.url(index), request.agent)
+            else:
+                session.add_source(path, self.name, request.url(index))
+                with session.record():
+                    _import_traj(session, state, path, request.agent, None, None, path.name)
+        if session.episodes_written:
+            state.finish(session)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.planned: list[tuple[str, str]] = []  # (instance, agent)
+        self.listed_status: Counter[tuple[str, str]] = Counter()  # (agent, exit status) from the yaml
+        self.no_traj: list[tuple[str, str]] = []
+        self.unknown: list[tuple[str, str]] = []
+        self.untimed_steps = 0
+        self.untokened_steps = 0
+        self.unpriced_steps = 0
+        self.untokened_episodes = 0
+        self.response_choices = 0
+        self.versions: set[str] = set()
+        self.agents: set[str] = set()
+
+    def finish(self, session: ImportSession) -> None:
+        rules = _declare_rule(session, self)
+        tasks = sorted({i for i, _ in self.planned})
+        agents = sorted({a for _, a in self.planned})
+        if len(self.planned) == len(tasks) * len(agents) and not session.malformed:
+            session.set_plan({"tasks": tasks, "agents": agents, "trials": 1,
+                              "description": "every instance the exit statuses, predictions or trajectories name"})
+        else:
+            session.set_plan({"expected_episodes": len(self.planned) + len(session.malformed),
+                              "description": "every instance the exit statuses, predictions or trajectories name"})
+        if self.unknown:
+            session.add_drop(
+                target="episodes", action="unobserved", declaration="source_missing", loss_class="missing_outcome",
+                reason=f"{len(self.unknown)} instance(s) are in preds.json but have neither an exit status nor a "
+                "trajectory, so how they ended is unknown; they are left out: " + _shown(self.unknown),
+                selector=_selector(self.unknown), count=len(self.unknown), affects=rules,
+            )
+        if self.no_traj:
+            session.add_drop(
+                target="steps", action="unobserved", declaration="source_missing", loss_class="missing_trajectory",
+                reason=f"{len(self.no_traj)} instance(s) the exit statuses list have no trajectory file "
+                "(<instance>/<instance>.traj.json); their episodes have no steps: " + _shown(self.no_traj),
+                selector=(f"episode_id in [{', '.join(_q(f'{a}/{i}') for i, a in self.no_traj)}]"
+                          if len(self.no_traj) <= _SELECTOR_IDS else None),
+                count=len(self.no_traj),
+            )
+        n_ep = session.episodes_written
+        for column in ("started_at", "ended_at"):
+            session.declare_missing(f"episodes.{column}", "mini-swe-agent records when each message was made, "
+                                    "not when the instance started or ended (the steps carry the message times)",
+                                    count=n_ep)
+        if self.untimed_steps:
+            session.declare_missing("steps.t", "messages without extra.timestamp (the system and task prompts)",
+                                    count=self.untimed_steps)
+        if self.untokened_steps:
+            why = ("usage and cost are recorded on model responses only: they are on the first step of each "
+                   "assistant message; prompts, observations and further tool calls have none")
+            for column in ("input_tokens", "output_tokens"):
+                session.declare_missing(f"steps.{column}", why, count=self.untokened_steps)
+            session.declare_missing("steps.cost_usd", why, count=self.untokened_steps + self.unpriced_steps)
+        if self.untokened_episodes:
+            for column in ("input_tokens", "output_tokens", "total_tokens"):
+                session.declare_missing(f"episodes.{column}", "an assistant message has no response usage (or "
+                                        "there is no trajectory), so the agent's total is unknown",
+                                        count=self.untokened_episodes)
+        if self.response_choices:
+            session.add_drop(target="steps.payload", action="omitted", declaration="author_declared",
+                             loss_class="duplicate_source_field",
+                             reason="extra.response.choices of each model message repeats the message's content, "
+                             "tool calls and reasoning, which are mapped; the rest of the response (id, model, "
+                             "usage with its details, finish reason) is kept in the payload",
+                             count=self.response_choices)
+        if self.versions:
+            session.set_software("harness", Software(name="mini-swe-agent", version=" | ".join(sorted(self.versions)),
+                                                     url="https://github.com/SWE-agent/mini-swe-agent"))
+
+
+def _shown(keys: list[tuple[str, str]]) -> str:
+    return ", ".join(i for i, _ in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+
+def _q(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _selector(keys: list[tuple[str, str]]) -> str | None:
+    if len(keys) > _SELECTOR_IDS:
+        return None
+    by_agent: dict[str, list[str]] = {}
+    for iid, agent in keys:
+        by_agent.setdefault(agent, []).append(iid)
+    return " or ".join(f"(agent == {_q(a)} and task_id in [{', '.join(_q(i) for i in ids)}])"
+                       for a, ids in sorted(by_agent.items()))
+
+
+# -- the output directory -----------------------------------------------------------------------------
+def _import_dir(session: ImportSession, state: _State, root: Path, url: str | None, agent: str | None) -> None:
+    entries = list(children(root))
+    files = {name: p for name, p, is_dir in entries if not is_dir}
+    dirs = {name: p for name, p, is_dir in entries if is_dir}
+    statuses: dict[str, str] = {}
+    yamls = sorted(n for n in files if n.startswith("exit_statuses_") and n.endswith(".yaml"))
+    for name in yamls:  # several runs into one dir: the later file (by name = time) wins
+        session.add_source(files[name], "mini-swe-agent-exit-statuses", url)
+        statuses.update(_exit_statuses(files[name]))
+    if len(yamls) > 1:
+        session.note(f"{root.name}: {len(yamls)} exit_statuses files; an instance listed in several takes the "
+                     "status of the latest file")
+    preds: dict[str, dict[str, Any]] = {}
+    if "preds.json" in files:
+        session.add_source(files["preds.json"], "mini-swe-agent-preds", url)
+        preds = _preds(session, files["preds.json"])
+    trajs: dict[str, Path] = {}
+    for name, sub in dirs.items():
+        candidate = sub / f"{name}.traj.json"
+        if candidate.exists() or candidate.is_symlink():
+            trajs[name] = regular_file(candidate, what="trajectory")
+    for name, p in files.items():  # a flat layout (<id>.traj.json beside preds.json) is read too
+        if name.endswith(".traj.json") and name[: -len(".traj.json")] not in trajs:
+            trajs[name[: -len(".traj.json")]] = p
+    if not (statuses or preds or trajs):
+        raise SourceFormatError("is not a mini-swe-agent output directory (no preds.json, exit_statuses_*.yaml "
+                                "or <instance>/<instance>.traj.json)", file=str(root))
+    models = sorted({p["model_name_or_path"] for p in preds.values() if isinstance(p.get("model_name_or_path"), str)})
+    default_agent = agent or (models[0] if len(models) == 1 else None)
+    planned_here: list[tuple[str, str]] = []
+    for iid in sorted(set(statuses) | set(preds) | set(trajs)):
+        pred = preds.get(iid)
+        who = default_agent or (pred.get("model_name_or_path") if pred else None)
+        if iid in trajs:
+            path = trajs[iid]
+            session.add_source(path, "mini-swe-agent", None)
+            with session.record():
+                got = _import_traj(session, state, path, who, statuses.get(iid), pred, f"{root.name}/{iid}")
+                planned_here.append((iid, got))
+            continue
+        who = who or root.name
+        planned_here.append((iid, who))
+        if iid not in statuses:
+            state.unknown.append((iid, who))
+            continue
+        with session.record():
+            _listed_only(session, state, root, iid, who, statuses[iid], pred)
+    state.planned.extend(planned_here)
+    for iid, who in planned_here:
+        if iid in statuses:
+            state.listed_status[(who, statuses[iid])] += 1
+
+
+def _exit_statuses(path: Path) -> dict[str, str]:
+    if path.stat().st_size > _MAX_YAML_BYTES:
+        raise SourceFormatError(f"is larger than {_MAX_YAML_BYTES} bytes", file=str(path))
+    try:
+        doc, lines = load_strict_yaml(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(f"is not UTF-8: {exc.reason}", file=str(path)) from None
+    except StrictYamlError as exc:
+        raise SourceFormatError(f"is not valid YAML: {exc}", file=str(path)) from None
+    by_status = doc.get("instances_by_exit_status") if isinstance(doc, dict) else None
+    if not isinstance(by_status, dict):
+        raise SourceFormatError("has no instances_by_exit_status mapping", file=str(path))
+    out: dict[str, str] = {}
+    for status, ids in by_status.items():
+        if ids is None:
+            continue
+        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+            line = lines.get(("instances_by_exit_status", status))
+            raise SourceFormatError(f"instances_by_exit_status.{status} is not a list of instance ids",
+                                    file=str(path), record=f"line {line}" if line else str(status))
+        for iid in ids:
+            if iid in out and out[iid] != status:
+                raise SourceFormatError(f"lists instance {iid} under both {out[iid]} and {status}",
+                                        file=str(path), record=iid)
+            out[iid] = str(status)
+    return out
+
+
+def _read_json(path: Path) -> Any:
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path), max_value_chars=_MAX_FILE_CHARS)
+        stream.record = "document"
+        value = stream.read_value()
+        stream.end()
+    return value
+
+
+def _preds(session: ImportSession, path: Path) -> dict[str, dict[str, Any]]:
+    doc = _read_json(path)
+    if not isinstance(doc, dict):
+        raise SourceFormatError("is not a JSON object keyed by instance id", file=str(path))
+    out = {}
+    for iid, pred in doc.items():
+        with session.record():
+            if not isinstance(pred, dict):
+                raise SourceFormatError("is not a prediction object", file=str(path), record=iid)
+            patch = pred.get("model_patch")
+            if patch is not None and not isinstance(patch, str):
+                raise SourceFormatError("model_patch is not text", file=str(path), record=iid)
+            if pred.get("instance_id", iid) != iid:
+                raise SourceFormatError(f"instance_id {pred.get('instance_id')!r} differs from its key",
+                                        file=str(path), record=iid)
+            out[iid] = pred
+    return out
+
+
+def _listed_only(session: ImportSession, state: _State, root: Path, iid: str, agent: str, exit_status: str,
+                 pred: dict[str, Any] | None) -> None:
+    steps = StepBuffer(f"{agent}/{iid}", file=str(root), record=iid)
+    status = terminal_state(exit_status)
+    row = {"episode_id": steps.episode_id, "task_id": iid, "agent": agent, "trial": 0, "status": status,
+           "meta.exit_status": exit_status, "meta.in_exit_statuses": True,
+           "error_message": None if status == "completed" else f"exit status {exit_status} (no trajectory file)",
+           "error_type": exit_status if status == "error" else None}
+    _patch(session, row, pred, None)
+    session.add_episode(row, steps)
+    state.no_traj.append((iid, agent))
+    state.untokened_episodes += 1
+    state.agents.add(agent)
+    session.add_agent({"name": agent})
+
+
+def _patch(session: ImportSession, row: dict[str, Any], pred: dict[str, Any] | None, submission: str | None) -> None:
+    patch = pred.get("model_patch") if pred else None
+    text_ = patch if patch is not None else submission
+    if pred is not None and submission is not None and patch is not None and patch != submission:
+        row["meta.submission_differs_from_preds"] = True
+    if text_:
+        row["meta.patch_artifact"] = session.add_artifact(text_.encode("utf-8"))
+    row["meta.patch_empty"] = not text_ if text_ is not None else None
+
+
+# -- one trajectory ------------------------------------------------------------------------------------
+def _import_traj(session: ImportSession, state: _State, path: Path, agent: str | None, listed: str | None,
+                 pred: dict[str, Any] | None, label: str) -> str:
+    doc = _read_json(path)
+    probe = StepBuffer("", file=str(path), record=label)
+    if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict) or not isinstance(doc.get("messages"), list):
+        raise probe.error("is not a mini-swe-agent trajectory (an object with info and messages)")
+    info = doc["info"]
+    fmt = doc.get("trajectory_format")
+    if fmt is not None and (not isinstance(fmt, str) or not fmt.startswith("mini-swe-agent-1")):
+        raise probe.error(f"trajectory_format {fmt!r} is not mini-swe-agent-1.x")
+    iid = text(probe, doc.get("instance_id"), "instance_id") or path.name.removesuffix(".traj.json")
+    config = info.get("config")
+    model_cfg = config.get("model") if isinstance(config, dict) and isinstance(config.get("model"), dict) else {}
+    model = model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None
+    agent = agent or model or path.parent.name
+    steps = StepBuffer(f"{agent}/{iid}", file=str(path), record=iid)
+    exit_status = text(steps, info.get("exit_status"), "info.exit_status") or listed
+    if not exit_status:
+        raise steps.error("info.exit_status is empty and no exit_statuses file lists the instance")
+    if listed is not None and listed != exit_status:
+        session.note(f"{label}: the trajectory's exit status {exit_status} differs from the exit statuses "
+                     f"file's {listed}; the trajectory's is used")
+    status = terminal_state(exit_status)
+    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    tokens = _add_messages(steps, doc["messages"], state)
+    state.untimed_steps += sum(1 for r in steps.rows if r[3] is None)
+    state.untokened_steps += sum(1 for r in steps.rows if r[11] is None)
+    row: dict[str, Any] = {
+        "episode_id": steps.episode_id, "task_id": iid, "agent": agent, "trial": 0, "status": status,
+        "meta.exit_status": exit_status, "meta.trajectory_format": fmt,
+        "meta.listed_exit_status": listed, "meta.in_exit_statuses": listed is not None,
+        "cost_usd": number(steps, stats.get("instance_cost"), "info.model_stats.instance_cost"),
+        "meta.api_calls": integer(steps, stats.get("api_calls"), "info.model_stats.api_calls"),
+    }
+    if tokens is None:
+        state.untokened_episodes += 1
+    else:
+        row["input_tokens"], row["output_tokens"] = tokens
+        row["total_tokens"] = tokens[0] + tokens[1]
+    if status != "completed":
+        message = text(steps, info.get("exception_str"), "info.exception_str")
+        row["error_message"] = message or f"exit status {exit_status}"
+        row["error_traceback"] = text(steps, info.get("traceback"), "info.traceback")
+        if status == "error":
+            row["error_type"] = exit_status
+    submission = text(steps, info.get("submission"), "info.submission")
+    _patch(session, row, pred, submission)
+    if config is not None:
+        row["meta.config_artifact"] = session.add_artifact(json_text(config).encode("utf-8"))
+    version = info.get("mini_version")
+    if isinstance(version, str):
+        state.versions.add(version)
+        row["meta.mini_version"] = version
+    for key, value in stats.items():
+        if key not in ("instance_cost", "api_calls") and value is not None:
+            row[f"meta.model_stats.{key}"] = json_text(value)
+    for key, value in info.items():
+        if key not in ("model_stats", "config", "mini_version", "exit_status", "submission", "exception_str",
+                       "traceback") and value is not None:
+            row[f"meta.info.{key}"] = value if isinstance(value, str) else json_text(value)
+    for key, value in doc.items():
+        if key not in ("info", "messages", "trajectory_format", "instance_id") and value is not None:
+            row[f"meta.{key}"] = value if isinstance(value, str) else json_text(value)
+    session.add_episode(row, steps)
+    session.add_agent({"name": agent, "model": model})
+    state.agents.add(agent)
+    return agent
+
+
+def _time(steps: StepBuffer, value: Any, where: str) -> int | None:
+    """Epoch microseconds of an epoch-seconds float (mini-swe-agent's time.time())."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value) or not 0 <= value < 32503680000:
+        raise steps.error(f"{where}.extra.timestamp {value!r} is not a time in epoch seconds")
+    return round(value * 1_000_000)
+
+
+def _add_messages(steps: StepBuffer, messages: list[Any], state: _State) -> tuple[int, int] | None:
+    tokens_in = tokens_out = 0
+    complete = True
+    answered = False  # no assistant message at all (a first call that failed): the usage is unknown
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if type(msg) is not dict:
+            raise steps.error(f"{where} is not an object")
+        role = msg.get("role")
+        if type(role) is not str:
+            raise steps.error(f"{where} has no role")
+        content = msg.get("content")
+        if isinstance(content, list):  # content parts
+            content = "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        elif content is not None and type(content) is not str:
+            raise steps.error(f"{where}.content is not text")
+        extra = msg.get("extra")
+        if extra is not None and type(extra) is not dict:
+            raise steps.error(f"{where}.extra is not an object")
+        extra = dict(extra or {})
+        t = _time(steps, extra.pop("timestamp", None), where)
+        payload = {k: v for k, v in msg.items() if k not in _MSG_KEYS and v is not None}
+        if isinstance(msg.get("content"), list):
+            payload["content"] = msg["content"]
+        if role == "exit":
+            status = terminal_state(str(extra.get("exit_status", "")))
+            kind = {"completed": "state", "limit": "limit"}.get(status, "error")
+            extra.pop("submission", None)  # the episode's patch artifact
+            extra.pop("traceback", None)  # the episode's error_traceback
+            extra.pop("exception_str", None)  # the episode's error_message
+            steps.add(kind, role="exit", name=str(extra.pop("exit_status", "")) or None, content=content, t=t,
+                      payload={**payload, **extra} or None)
+            continue
+        if role == "tool" and msg.get("tool_call_id") is not None:
+            call_id = msg["tool_call_id"]
+            if type(call_id) is not str:
+                raise steps.error(f"{where}.tool_call_id is not a string")
+            raw = extra.get("raw_output")
+            if isinstance(raw, str) and content is not None and raw in content:
+                del extra["raw_output"]  # already in the content, verbatim
+            returncode = extra.get("returncode")
+            is_error = bool(extra.get("exception_info")) or (type(returncode) is int and returncode != 0)
+            steps.tool_result(call_id, content, role="tool", t=t, is_error=is_error, payload={**payload, **extra} or None)
+            continue
+        response = extra.pop("response", None)
+        t_in = t_out = None
+        if isinstance(response, dict):
+            usage = response.get("usage")
+            if isinstance(usage, dict):
+                t_in = integer(steps, usage.get("prompt_tokens"), f"{where}.extra.response.usage.prompt_tokens")
+                t_out = integer(steps, usage.get("completion_tokens"), f"{where}.extra.response.usage.completion_tokens")
+            if "choices" in response:
+                state.response_choices += 1
+                choices = response.get("choices")
+                if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+                    extra["finish_reason"] = choices[0].get("finish_reason")
+            extra["response"] = {k: response[k] for k in _RESPONSE_KEEP if k in response}
+        elif response is not None:
+            extra["response"] = response
+        cost = extra.pop("cost", None)
+        cost = number(steps, cost, f"{where}.extra.cost")
+        if cost == 0.0 and (t_in or t_out):
+            cost = None
+            state.unpriced_steps += 1
+        if role == "assistant":
+            answered = True
+            if t_in is None or t_out is None:
+                complete = False
+            else:
+                tokens_in += t_in
+                tokens_out += t_out
+        reasoning = payload.get("provider_specific_fields")
+        if isinstance(reasoning, dict) and reasoning.get("reasoning_content") == payload.get("reasoning_content"):
+            reasoning = {k: v for k, v in reasoning.items() if k != "reasoning_content"}
+            if reasoning:
+                payload["provider_specific_fields"] = reasoning
+            else:
+                del payload["provider_specific_fields"]
+        actions = extra.get("actions")
+        if isinstance(actions, list) and msg.get("tool_calls") and all(
+                isinstance(a, dict) and a.keys() <= {"command", "tool_call_id"} for a in actions):
+            del extra["actions"]  # the parsed commands of the tool calls below, with their ids
+        body = {**payload, **extra} or None
+        fields = {"input_tokens": t_in, "output_tokens": t_out, "cost_usd": cost, "t": t}
+        calls = msg.get("tool_calls")
+        if content or not calls:
+            steps.add("message", role=role, content=content, payload=body, **fields)
+            body, fields = None, {"t": t}
+        if calls:
+            if type(calls) is not list:
+                raise steps.error(f"{where}.tool_calls is not a list")
+            for j, call in enumerate(calls):
+                fn = call.get("function") if type(call) is dict else None
+                if type(fn) is not dict or type(fn.get("name")) is not str or type(call.get("id")) is not str:
+                    raise steps.error(f"{where}.tool_calls[{j}] is not a tool call with a function name and an id")
+                arguments = fn.get("arguments")
+                rest = {k: v for k, v in call.items() if k not in ("id", "function", "type", "index")}
+                if type(arguments) is str:
+                    args = arguments
+                    if not _valid_json(arguments):
+                        args, rest["arguments"] = None, arguments
+                else:
+                    args = None if arguments is None else json_text(arguments)
+                if body:
+                    rest = {**body, **rest}
+                steps.tool_call(fn["name"], args, call["id"], role=role, payload=rest or None, **fields)
+                body, fields = None, {"t": t}
+    return (tokens_in, tokens_out) if complete and answered else None
+
+
+def _valid_json(text_: str) -> bool:
+    import json
+
+    from .json_stream import reject_constant
+    try:
+        json.loads(text_, parse_constant=reject_constant)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _declare_rule(session: ImportSession, state: _State) -> list[str]:
+    """mini-swe-agent's own figure: the share of instances that ended Submitted (its progress
+    display and exit-status report); reported from the exit statuses files' counts."""
+    totals: Counter[str] = Counter()
+    submitted: Counter[str] = Counter()
+    for (agent, status), n in state.listed_status.items():
+        totals[agent] += n
+        submitted[agent] += n if status == "Submitted" else 0
+    reported = [{"group": {"agent": a}, "value": submitted[a] / totals[a]} for a in sorted(totals) if totals[a]]
+    if not reported:
+        return []
+    return [session.add_rule(rule_document(
+        rule="mini_swe_agent.submitted_rate", kind="diagnostic",
+        description="The share of instances whose run ended with exit status Submitted (a patch was handed in), "
+        "over every instance the exit statuses list — what mini-swe-agent's exit-status report counts. It is not "
+        "a resolved rate: grade the patches with the SWE-bench harness for that.",
+        select="meta.in_exit_statuses",
+        score="coalesce(meta.listed_exit_status, meta.exit_status) == 'Submitted'",
+        on_status={s: "score" for s in ("completed", "error", "timeout", "limit", "cancelled", "skipped")},
+        on_missing=0,
+        aggregate={"statistic": "mean", "group_by": ["agent"], "unit": "task_id",
+                   "interval": {"method": "auto", "level": 0.95}},
+        reported=reported,
+    ))]
+

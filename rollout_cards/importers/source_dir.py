@@ -1,0 +1,60 @@
+"""Files inside a source directory, read without following links out of it.
+
+Output directories of agent harnesses (mini-swe-agent's run dir, tau2-bench's
+results.json + simulations/, lm-eval's results + samples) are walked here: only
+regular files are returned, a symbolic link anywhere below the source (a file or a
+directory) is refused by name rather than followed, and the number of entries
+looked at is capped so a hostile tree cannot make the walk unbounded.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import SourceFormatError
+
+__all__ = ["MAX_ENTRIES", "children", "regular_file"]
+
+#: Entries of one directory looked at, at most.
+MAX_ENTRIES = 1_000_000
+
+
+def regular_file(path: Path, *, what: str = "file") -> Path:
+    """`path` when it is a regular file (not a link, FIFO or device), else a SourceFormatError."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        raise SourceFormatError(f"the {what} it names does not exist", file=str(path)) from None
+    except OSError as exc:
+        raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+    if stat.S_ISLNK(mode):
+        raise SourceFormatError("is a symbolic link; links are not followed out of a source", file=str(path))
+    if not stat.S_ISREG(mode):
+        raise SourceFormatError("is not a regular file", file=str(path))
+    return path
+
+
+def children(directory: Path) -> Iterator[tuple[str, Path, bool]]:
+    """(name, path, is_dir) of each entry of `directory`, sorted by name; links are refused."""
+    try:
+        with os.scandir(directory) as it:
+            entries = []
+            for n, entry in enumerate(it):
+                if n >= MAX_ENTRIES:
+                    raise SourceFormatError(f"has more than {MAX_ENTRIES:,} entries", file=str(directory))
+                entries.append(entry)
+    except NotADirectoryError:
+        raise SourceFormatError("is not a directory", file=str(directory)) from None
+    except OSError as exc:
+        raise SourceFormatError(f"cannot be listed: {exc.strerror or exc}", file=str(directory)) from None
+    for entry in sorted(entries, key=lambda e: e.name):
+        if entry.is_symlink():
+            raise SourceFormatError("is a symbolic link; links are not followed out of a source",
+                                    file=str(Path(directory) / entry.name))
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if not is_dir and not entry.is_file(follow_symlinks=False):
+            continue  # FIFOs, sockets, devices: never opened
+        yield entry.name, Path(directory) / entry.name, is_dir

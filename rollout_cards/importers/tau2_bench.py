@@ -1,0 +1,654 @@
+"""tau2-bench `Results` to a rollout card.
+
+A source is a monolithic results JSON (`timestamp`, `info`, `tasks`, `simulations`),
+or the directory format: a directory (or its `results.json`) holding the metadata and
+`simulation_index`, with one `simulations/<id>.json` per simulation. Each simulation is
+one episode, `episode_id` = its `id`. The monolithic file is streamed (simulation by
+simulation); when `simulations` precedes `info`/`tasks` in the file, a second pass
+reads them.
+
+Terminal state from `termination_reason`:
+
+| termination_reason                                          | status    |
+|-------------------------------------------------------------|-----------|
+| user_stop, agent_stop                                       | completed |
+| max_steps, context_window_exceeded                          | limit     |
+| timeout                                                     | timeout   |
+| too_many_errors, agent_error, user_error, infrastructure_error, unexpected_error | error (the reason kept) |
+
+Rules replay tau2's own `compute_metrics`: the mean reward and pass^k over the
+simulations that are not infrastructure errors, per agent and domain.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import datetime
+from json.encoder import encode_basestring
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImporterError, SourceFormatError
+from ..io.writer import to_micros
+from ..model.card import Software
+from .base import ImportRequest
+from .json_stream import JsonStream
+from .rule_files import rule_document
+from .session import ImportSession
+from .source_dir import children, regular_file
+from .source_values import INT64_MAX, integer, number, text
+from .steps import StepBuffer, json_text
+from .tau_bench import pass_hat_k
+
+__all__ = ["STATUS", "Tau2BenchImporter"]
+
+STATUS = {
+    "user_stop": "completed", "agent_stop": "completed",
+    "max_steps": "limit", "context_window_exceeded": "limit",
+    "timeout": "timeout",
+    "too_many_errors": "error", "agent_error": "error", "user_error": "error",
+    "infrastructure_error": "error", "unexpected_error": "error",
+}
+_INFRA = "infrastructure_error"
+_SUCCESS_EPS = 1e-6  # tau2's is_successful: 1 - 1e-6 <= reward <= 1 + 1e-6
+#: Simulation keys mapped to their own columns; every other key goes to meta.<key> (JSON text).
+_SIM_KEYS = frozenset(("id", "task_id", "trial", "seed", "timestamp", "start_time", "end_time", "duration",
+                       "termination_reason", "agent_cost", "user_cost", "reward_info", "messages"))
+#: Message keys mapped to step columns; the rest go to the step's payload.
+_MSG_KEYS = frozenset(("role", "content", "tool_calls", "usage", "cost", "id", "error", "errors"))
+_MAX_HEADER_CHARS = 256 * 1024 * 1024
+_SELECTOR_KEYS = 50
+
+
+class Tau2BenchImporter:
+    """tau2-bench `Results` (a results JSON, or a results.json + simulations/ directory)."""
+
+    name = "tau2-bench"
+    summary = "tau2-bench Results: a results JSON (info, tasks, simulations) or a results.json + simulations/ directory"
+    options: dict[str, str] = {}
+    directories = True
+
+    def read(self, request: ImportRequest, session: ImportSession) -> None:
+        """Import every source; the agent is `--agent`, else `info.agent_info.llm` (or its implementation)."""
+        request.check_options(self.name, self.options)
+        state = _State()
+        for index, path in enumerate(request.sources):
+            _import_source(session, state, path, request.url(index), request.agent)
+        if session.episodes_written == 0:
+            return
+        state.finish(session)
+
+
+class _State:
+    """What the whole import accumulates: per (agent, domain) rewards, the plan, drop counts."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, str], _Group] = {}
+        self.planned: set[tuple[str, str, int]] = set()
+        self.present: set[tuple[str, str, int]] = set()
+        self.tasks: dict[str, None] = {}
+        self.trials = 0
+        self.runs: list[dict[str, Any]] = []
+        self.untimed_steps = 0
+        self.untimed_episodes = 0
+        self.unpriced_episodes = 0
+        self.unpriced_steps = 0
+        self.untokened_steps = 0
+        self.untokened_episodes = 0
+        self.no_reward = 0
+        self.missing_files: list[str] = []
+        self.ticks_only: list[str] = []
+        self.rules: list[str] = []
+        self.unknown_tasks = 0
+
+    def finish(self, session: ImportSession) -> None:
+        self.rules = _declare_rules(session, self.groups)
+        _declare_plan(session, self)
+        _declare_missing(session, self)
+        session.set_meta("tau2", {"runs": self.runs})
+
+
+class _Group:
+    __slots__ = ("num_trials", "rewards", "tasks")
+
+    def __init__(self, num_trials: int) -> None:
+        self.num_trials = num_trials
+        self.rewards: list[float] = []  # non-infrastructure simulations with a reward
+        self.tasks: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # task -> [trials, successes]
+
+
+# -- sources -------------------------------------------------------------------------------------
+def _import_source(session: ImportSession, state: _State, path: Path, url: str | None, agent: str | None) -> None:
+    if path.is_dir():
+        meta_path, sims_dir = path / "results.json", path / "simulations"
+        regular_file(meta_path, what="results.json")
+    else:
+        meta_path, sims_dir = path, path.parent / "simulations"
+    session.add_source(meta_path, "tau2-bench", url)
+    with open(meta_path, "rb") as fh:
+        stream = JsonStream(fh, str(meta_path), max_value_chars=_MAX_HEADER_CHARS)
+        header: dict[str, Any] = {}
+        run: _Run | None = None
+        deferred = False
+        for key in stream.object_keys():
+            if key == "simulations":
+                if "info" in header and "tasks" in header:
+                    run = run or _Run(session, state, meta_path, header, agent)
+                    run.stream(stream.array_items(label="simulations[{}]"))
+                else:
+                    stream.skip_value()
+                    deferred = True
+            elif key == "tasks":
+                header["tasks"] = _tasks(stream, meta_path)
+            else:
+                stream.record = key
+                header[key] = stream.read_value()
+                stream.record = None
+        stream.end()
+    if "info" not in header or "tasks" not in header:
+        raise SourceFormatError("is not a tau2-bench Results file (it needs info and tasks)", file=str(meta_path))
+    run = run or _Run(session, state, meta_path, header, agent)
+    if deferred:
+        with open(meta_path, "rb") as fh:
+            stream = JsonStream(fh, str(meta_path), max_value_chars=_MAX_HEADER_CHARS)
+            for key in stream.object_keys():
+                if key == "simulations":
+                    run.stream(stream.array_items(label="simulations[{}]"))
+                else:
+                    stream.skip_value()
+    index = header.get("simulation_index")
+    if run.count == 0 and (index is not None or (sims_dir.is_dir() and not sims_dir.is_symlink())):
+        _directory_format(session, run, meta_path, sims_dir, index)
+    run.close()
+
+
+def _tasks(stream: JsonStream, path: Path) -> tuple[list[str], list[str]]:
+    """The task definitions as JSON text (kept until the header artifact is written) and their ids."""
+    out: list[str] = []
+    ids: list[str] = []
+    for i, task in stream.array_items(label="tasks[{}]"):
+        if not isinstance(task, dict) or not isinstance(task.get("id"), (str, int)) or isinstance(task.get("id"), bool):
+            raise SourceFormatError("is not a task with an id", file=str(path), record=f"tasks[{i}]")
+        out.append(json_text(task))
+        ids.append(str(task["id"]))
+    return out, ids
+
+
+def _header_artifact(session: ImportSession, header: dict[str, Any]) -> tuple[str, list[str]]:
+    """Store the results file without its simulations as one artifact; returns (sha256, task ids)."""
+    texts, ids = header["tasks"]
+    rest = {k: v for k, v in header.items() if k != "tasks"}
+    body = json_text(rest)
+    doc = body[:-1] + ("," if len(body) > 2 else "") + '"tasks":[' + ",".join(texts) + "]}"
+    return session.add_artifact(doc.encode("utf-8")), ids
+
+
+def _directory_format(session: ImportSession, run: _Run, meta_path: Path, sims_dir: Path, index: Any) -> None:
+    if index is not None and not isinstance(index, list):
+        raise SourceFormatError("simulation_index is not a list", file=str(meta_path), record="simulation_index")
+    listed: dict[str, dict[str, Any]] = {}
+    for i, entry in enumerate(index or []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise SourceFormatError("is not an index entry with an id", file=str(meta_path),
+                                    record=f"simulation_index[{i}]")
+        listed[entry["id"]] = entry
+    on_disk: dict[str, Path] = {}
+    if sims_dir.exists():
+        if sims_dir.is_symlink():
+            raise SourceFormatError("is a symbolic link; links are not followed out of a source", file=str(sims_dir))
+        on_disk = {name[:-5]: p for name, p, is_dir in children(sims_dir) if not is_dir and name.endswith(".json")}
+    for sim_id in sorted(set(listed) - set(on_disk)):
+        run.missing(sim_id, listed[sim_id])
+    extra = sorted(set(on_disk) - set(listed)) if index is not None else []
+    if extra:
+        session.note(f"{meta_path.name}: {len(extra)} simulation file(s) are not in simulation_index "
+                     f"(tau2 refuses such a directory); imported: {', '.join(extra[:5])}")
+    for sim_id in sorted(on_disk):
+        path = on_disk[sim_id]
+        session.add_source(path, "tau2-bench")
+        with open(path, "rb") as fh:
+            stream = JsonStream(fh, str(path))
+            stream.record = "simulation"
+            run.stream(_one(session, stream))
+
+
+def _one(session: ImportSession, stream: JsonStream) -> Iterator[tuple[int, Any]]:
+    value = stream.read_value()
+    stream.end()
+    yield 0, value
+
+
+# -- one results file ------------------------------------------------------------------------------
+class _Run:
+    """One Results file: its info, tasks and the simulations mapped so far."""
+
+    def __init__(self, session: ImportSession, state: _State, path: Path, header: dict[str, Any], agent: str | None):
+        self.session, self.state, self.path, self.file = session, state, path, str(path)
+        probe = StepBuffer("", file=self.file, record="info")
+        info = header["info"]
+        if not isinstance(info, dict):
+            raise probe.error("info is not an object")
+        agent_info = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
+        user_info = info.get("user_info") if isinstance(info.get("user_info"), dict) else {}
+        env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+        self.agent = agent or text(probe, agent_info.get("llm"), "info.agent_info.llm") or text(
+            probe, agent_info.get("implementation"), "info.agent_info.implementation") or path.stem
+        self.domain = text(probe, env.get("domain_name"), "info.environment_info.domain_name") or "unknown"
+        self.num_trials = integer(probe, info.get("num_trials"), "info.num_trials", minimum=1)
+        self.artifact, task_ids = _header_artifact(session, header)
+        self.tasks = set(task_ids)
+        key = (self.agent, self.domain)
+        if key in state.groups:
+            raise ImporterError(f"two results files map to agent {self.agent!r} in domain {self.domain!r}; "
+                                "import them separately or name them apart with --agent")
+        self.group = state.groups[key] = _Group(self.num_trials or 1)
+        self.count = 0
+        self.seen: set[tuple[str, int]] = set()
+        self.missing_index: list[str] = []
+        git_commit = info.get("git_commit") if isinstance(info.get("git_commit"), str) else None
+        session.set_software("harness", Software(name="tau2-bench", revision=git_commit,
+                                                 url="https://github.com/sierra-research/tau2-bench"))
+        session.add_agent({"name": self.agent, "model": agent_info.get("llm") if isinstance(agent_info.get("llm"), str) else None,
+                           "parameters": {k: v for k, v in agent_info.items() if k in ("implementation", "llm_args")}})
+        state.runs.append({
+            "file": path.name, "timestamp": header.get("timestamp"), "agent": self.agent, "domain": self.domain,
+            **{k: info.get(k) for k in ("git_commit", "num_trials", "max_steps", "max_errors", "seed") if k in info},
+            "agent_info": {k: v for k, v in agent_info.items() if k != "voice_settings"},
+            "user_info": {k: v for k, v in user_info.items() if k in ("implementation", "llm", "llm_args")},
+            "header_artifact": self.artifact,
+            "tasks": len(task_ids),
+        })
+        for task_id in task_ids:
+            state.tasks.setdefault(task_id)
+            for trial in range(self.num_trials or 0):
+                state.planned.add((task_id, self.agent, trial))
+        state.trials = max(state.trials, self.num_trials or 0)
+
+    def stream(self, items: Iterator[tuple[int, Any]]) -> None:
+        session = self.session
+        for i, sim in session.guard(items):
+            with session.record():
+                self.simulation(sim, i)
+
+    def simulation(self, sim: Any, index: int) -> None:
+        probe = StepBuffer("", file=self.file, record=f"simulations[{index}]")
+        if type(sim) is not dict:
+            raise probe.error("is not a JSON object")
+        sim_id = sim.get("id")
+        if type(sim_id) is not str or not sim_id:
+            raise probe.error("id is missing or not a string")
+        steps = StepBuffer(sim_id, file=self.file, record=f"simulation {sim_id}")
+        task_id = sim.get("task_id")
+        if type(task_id) is int:
+            task_id = str(task_id)
+        if type(task_id) is not str or not task_id:
+            raise steps.error("task_id is missing or not a string")
+        reason = sim.get("termination_reason")
+        status = STATUS.get(reason) if type(reason) is str else None
+        if status is None:
+            raise steps.error(f"termination_reason {reason!r} is not one tau2-bench defines "
+                              f"({', '.join(STATUS)})")
+        trial = integer(steps, sim.get("trial"), "trial")
+        state = self.state
+        row: dict[str, Any] = {
+            "episode_id": sim_id, "task_id": task_id, "agent": self.agent, "trial": trial, "status": status,
+            "seed": integer(steps, sim.get("seed"), "seed", minimum=None),
+            "task.domain": self.domain, "meta.termination_reason": reason, "meta.results_artifact": self.artifact,
+        }
+        if task_id not in self.tasks:
+            state.unknown_tasks += 1
+        reward_info = sim.get("reward_info")
+        reward = None
+        if reward_info is not None:
+            if type(reward_info) is not dict:
+                raise steps.error("reward_info is not an object")
+            reward = number(steps, reward_info.get("reward"), "reward_info.reward")
+            row["score.reward"] = reward
+            breakdown = reward_info.get("reward_breakdown")
+            if isinstance(breakdown, dict):
+                for basis, value in breakdown.items():
+                    row[f"score.{str(basis).lower()}"] = number(steps, value, f"reward_info.reward_breakdown.{basis}")
+            basis = reward_info.get("reward_basis")
+            if isinstance(basis, list):
+                row["meta.reward_basis"] = ",".join(str(b) for b in basis)
+            row["meta.reward_info"] = json_text(reward_info)
+        if reward is None:
+            state.no_reward += 1
+        note = reward_info.get("info", {}).get("note") if isinstance(reward_info, dict) and isinstance(
+            reward_info.get("info"), dict) else None
+        if status != "completed":
+            row["error_message"] = f"termination_reason {reason}" + (f": {note}" if isinstance(note, str) else "")
+            if status == "error":
+                row["error_type"] = reason
+        started, ended = _time(steps, sim.get("start_time"), "start_time"), _time(steps, sim.get("end_time"), "end_time")
+        row["started_at"], row["ended_at"] = started, ended
+        if started is None or ended is None:
+            state.untimed_episodes += 1
+        for key in ("start_time", "end_time", "timestamp"):
+            if sim.get(key) is not None:
+                row[f"meta.{key}"] = text(steps, sim[key], key)
+        row["meta.duration"] = number(steps, sim.get("duration"), "duration")
+        row["meta.user_cost"] = number(steps, sim.get("user_cost"), "user_cost")
+        messages = sim.get("messages")
+        if messages is None:
+            if sim.get("ticks") is not None:
+                state.ticks_only.append(sim_id)
+            tokens, used = None, 0
+        else:
+            t_in, t_out, complete = _add_messages(steps, messages, state)
+            tokens, used = ((t_in, t_out) if complete else None), t_in + t_out
+            rows = steps.rows
+            state.untimed_steps += sum(1 for r in rows if r[3] is None)
+            state.untokened_steps += sum(1 for r in rows if r[11] is None)
+        if tokens is None:
+            state.untokened_episodes += 1
+        else:
+            row["input_tokens"], row["output_tokens"] = tokens
+            row["total_tokens"] = tokens[0] + tokens[1]
+        cost = number(steps, sim.get("agent_cost"), "agent_cost")
+        if cost == 0.0 and used > 0:
+            cost = None  # tau2 writes 0.0 for a model litellm cannot price: unknown, not free
+            state.unpriced_episodes += 1
+        row["cost_usd"] = cost
+        for key, value in sim.items():
+            if key not in _SIM_KEYS and value is not None:
+                row[f"meta.{key}"] = value if type(value) is str else json_text(value)
+        self.session.add_episode(row, steps)
+        self.count += 1
+        if trial is not None:
+            state.present.add((task_id, self.agent, trial))
+            self.seen.add((task_id, trial))
+        if reason != _INFRA:
+            group = self.group
+            if reward is not None:
+                group.rewards.append(reward)
+            tally = group.tasks[task_id]
+            tally[0] += 1
+            tally[1] += reward is not None and 1 - _SUCCESS_EPS <= reward <= 1 + _SUCCESS_EPS
+
+    def missing(self, sim_id: str, entry: dict[str, Any]) -> None:
+        """A simulation the index lists whose file is absent."""
+        self.missing_index.append(sim_id)
+        self.state.missing_files.append(f"{self.path.name}: simulations/{sim_id}.json (task {entry.get('task_id')!r}, "
+                                        f"trial {entry.get('trial')!r})")
+
+    def close(self) -> None:
+        if self.count == 0 and not self.missing_index and not self.session.malformed:
+            self.session.note(f"{self.path.name} holds no simulations")
+
+
+def _time(steps: StepBuffer, value: Any, field: str) -> int | None:
+    """Epoch microseconds of a timestamp with a UTC offset; None when absent or without one
+    (tau2 writes local times without an offset: the instant is unknown, the text is kept)."""
+    if value is None:
+        return None
+    if type(value) is not str:
+        raise steps.error(f"{field} is not a string")
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise steps.error(f"{field} {value[:40]!r} is not an ISO 8601 timestamp") from None
+    return None if t.tzinfo is None else to_micros(t)
+
+
+_payload_text = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+
+_quote = encode_basestring  # JSON string literal, UTF-8 kept (C)
+
+
+def _payload(steps: StepBuffer, payload: Any, where: str) -> str | None:
+    """JSON text of a payload, as `json_text` writes it; flat objects of text and integers
+    (most messages' payloads) are written directly, which is several times faster."""
+    if not payload:
+        return None
+    if type(payload) is dict:
+        parts = []
+        for key in sorted(payload):
+            value = payload[key]
+            kind = type(value)
+            if kind is str and type(key) is str:
+                parts.append(f"{_quote(key)}:{_quote(value)}")
+            elif kind is int and type(key) is str:
+                parts.append(f"{_quote(key)}:{value}")
+            else:
+                break
+        else:
+            return "{" + ",".join(parts) + "}"
+    try:
+        return _payload_text(payload)
+    except ValueError as exc:
+        raise steps.error(f"{where}: {exc}") from None
+
+
+def _tokens(steps: StepBuffer, usage: Any, where: str) -> tuple[int | None, int | None]:
+    if usage is None:
+        return None, None
+    if type(usage) is not dict:
+        raise steps.error(f"{where}.usage is not an object")
+    t_in, t_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not (type(t_in) is int and 0 <= t_in <= INT64_MAX):
+        t_in = integer(steps, t_in, f"{where}.usage.prompt_tokens")
+    if not (type(t_out) is int and 0 <= t_out <= INT64_MAX):
+        t_out = integer(steps, t_out, f"{where}.usage.completion_tokens")
+    return t_in, t_out
+
+
+def _add_messages(steps: StepBuffer, messages: Any, state: _State) -> tuple[int, int, bool]:
+    """Append the steps of a tau2 message list; returns the agent's (input, output) tokens over
+    the assistant messages with usage, and whether every assistant message had usage."""
+    if type(messages) is not list:
+        raise steps.error("messages is not a list")
+    # The hot loop of a large import: plain lookups, one payload text per message.
+    tokens_in = tokens_out = 0
+    complete = True
+    known = _MSG_KEYS
+    add, tool_call = steps.add, steps.tool_call
+    issued: set[str] = set()  # call ids issued so far, to know when StepBuffer will rename a reuse
+    reused: set[str] = set()
+    for i, msg in enumerate(messages):
+        if type(msg) is not dict:
+            raise steps.error(f"messages[{i}] is not an object")
+        role = msg.get("role")
+        if role == "tool":
+            if "tool_messages" in msg:  # a MultiToolMessage
+                parts = msg["tool_messages"]
+                if type(parts) is not list:
+                    raise steps.error(f"messages[{i}].tool_messages is not a list")
+                for j, part in enumerate(parts):
+                    if type(part) is not dict:
+                        raise steps.error(f"messages[{i}].tool_messages[{j}] is not an object")
+                    _tool_result(steps, part, f"messages[{i}].tool_messages[{j}]", reused)
+            else:
+                _tool_result(steps, msg, f"messages[{i}]", reused)
+            continue
+        if type(role) is not str:
+            raise steps.error(f"messages[{i}] has no role")
+        content = msg.get("content")
+        if content is not None and type(content) is not str:
+            raise steps.error(f"messages[{i}].content is not text")
+        usage = msg.get("usage")
+        t_in, t_out = _tokens(steps, usage, f"messages[{i}]")
+        if role == "assistant":
+            if t_in is None or t_out is None:
+                complete = False
+            else:
+                tokens_in += t_in
+                tokens_out += t_out
+        cost = msg.get("cost")
+        if cost is not None:
+            if type(cost) is not float or not math.isfinite(cost):
+                cost = number(steps, cost, f"messages[{i}].cost")
+            if cost == 0.0 and (t_in or t_out):
+                cost = None
+                state.unpriced_steps += 1
+        errors = msg.get("errors")
+        payload = {k: v for k, v in msg.items() if k not in known and v is not None}
+        raw = payload.pop("raw_data", None)
+        if type(raw) is dict and raw.get("finish_reason") is not None:
+            payload["finish_reason"] = raw["finish_reason"]
+        if errors:
+            payload["errors"] = errors
+        if usage is not None and len(usage) > 2:
+            payload["usage"] = usage
+        is_error = True if errors else None
+        stamp = msg.get("timestamp")
+        t = None if stamp is None else _time(steps, stamp, f"messages[{i}].timestamp")
+        text = _payload(steps, payload, f"messages[{i}]")
+        calls = msg.get("tool_calls")
+        if content or not calls:
+            add("message", role=role, content=content, is_error=is_error, t=t, payload=text,
+                input_tokens=t_in, output_tokens=t_out, cost_usd=cost)
+            text = t_in = t_out = cost = is_error = None
+        if calls:
+            if type(calls) is not list:
+                raise steps.error(f"messages[{i}].tool_calls is not a list")
+            for j, call in enumerate(calls):
+                if type(call) is not dict or type(call.get("name")) is not str:
+                    raise steps.error(f"messages[{i}].tool_calls[{j}] is not a tool call with a name")
+                call_id = call.get("id") or None
+                if call_id is not None and type(call_id) is not str:
+                    raise steps.error(f"messages[{i}].tool_calls[{j}].id is not a string")
+                arguments = call.get("arguments")
+                args = None if arguments is None else _payload(steps, arguments, f"messages[{i}].tool_calls[{j}]")
+                extra = payload if text is not None else {}
+                if len(call) > 4 or call.get("requestor", role) != role:
+                    extra = {**extra, **{k: v for k, v in call.items() if k not in ("id", "name", "arguments")
+                                         and not (k == "requestor" and v == role)}}
+                if call_id in issued:  # StepBuffer merges source_call_id into a dict payload
+                    reused.add(call_id)
+                    body: Any = extra or None
+                else:
+                    body = _payload(steps, extra, f"messages[{i}].tool_calls[{j}]")
+                    if call_id is not None:
+                        issued.add(call_id)
+                tool_call(call["name"], args, call_id, role=role, is_error=is_error, t=t, payload=body,
+                          input_tokens=t_in, output_tokens=t_out, cost_usd=cost)
+                text = t_in = t_out = cost = is_error = None
+    return tokens_in, tokens_out, complete
+
+
+def _tool_result(steps: StepBuffer, msg: dict[str, Any], where: str, reused: set[str]) -> None:
+    content = msg.get("content")
+    if content is not None and type(content) is not str:
+        raise steps.error(f"{where}.content is not text")
+    error = msg.get("error")
+    if error is not None and type(error) is not bool:
+        raise steps.error(f"{where}.error is not true or false")
+    payload = {k: v for k, v in msg.items() if k not in ("role", "content", "id", "error") and v is not None}
+    call_id = msg.get("id") or None
+    stamp = msg.get("timestamp")
+    t = None if stamp is None else _time(steps, stamp, f"{where}.timestamp")
+    if call_id is None:
+        steps.add("observation", role="tool", content=content, is_error=error, t=t,
+                  payload=_payload(steps, payload, where))
+    elif type(call_id) is not str:
+        raise steps.error(f"{where}.id is not a string")
+    else:
+        body = (payload or None) if call_id in reused else _payload(steps, payload, where)
+        steps.tool_result(call_id, content, role="tool", is_error=error, t=t, payload=body)
+
+
+# -- rules, plan, drops ------------------------------------------------------------------------------
+def _declare_rules(session: ImportSession, groups: dict[tuple[str, str], _Group]) -> list[str]:
+    on_status = {"completed": "score", "limit": "score", "timeout": "score", "error": "score",
+                 "cancelled": "exclude", "skipped": "exclude"}
+    aggregate = {"statistic": "mean", "group_by": ["agent", "task.domain"], "unit": "task_id",
+                 "interval": {"method": "auto", "level": 0.95}}
+    select = f"meta.termination_reason != '{_INFRA}'"
+    reported = [{"group": {"agent": a, "task.domain": d}, "value": math.fsum(g.rewards) / len(g.rewards)}
+                for (a, d), g in sorted(groups.items()) if g.rewards]
+    ids = [session.add_rule(rule_document(
+        rule="tau2_bench.avg_reward", kind="original",
+        description="tau2-bench's avg_reward: the mean reward of the simulations that are not "
+        "infrastructure errors (tau2 leaves those out as never run), per agent and domain; a simulation "
+        "without a reward is left out, as pandas' mean skips it. Every other termination keeps its reward.",
+        select=select, score="score.reward", on_status=on_status, on_missing="exclude", aggregate=aggregate,
+        reported=reported,
+    ))]
+    evaluated = [g for g in groups.values() if g.tasks]
+    if not evaluated:
+        return ids
+    max_k = min(min(g.num_trials, min(n for n, _ in g.tasks.values())) for g in evaluated)
+    for k in range(1, max_k + 1):
+        ids.append(session.add_rule(rule_document(
+            rule=f"tau2_bench.pass_hat_{k}", kind="original",
+            description=f"tau2-bench's pass^{k}: per task, C(c,{k})/C(n,{k}) over its trials (a trial succeeds "
+            "when its reward is 1 within 1e-6), averaged over tasks; infrastructure errors left out.",
+            select=select, score="score.reward >= 0.999999 and score.reward <= 1.000001",
+            on_status=on_status, on_missing=0, reduce={"by": ["task_id"], "with": "pass_hat_k", "k": k},
+            aggregate=aggregate,
+            reported=[{"group": {"agent": a, "task.domain": d},
+                       "value": pass_hat_k([c for _, c in g.tasks.values()], [n for n, _ in g.tasks.values()], k)}
+                      for (a, d), g in sorted(groups.items()) if g.tasks],
+        )))
+    return ids
+
+
+def _declare_plan(session: ImportSession, state: _State) -> None:
+    agents = sorted({a for _, a, _ in state.planned})
+    tasks = list(state.tasks)
+    grid = {(t, a, r) for t in tasks for a in agents for r in range(state.trials)}
+    absent = sorted(state.planned - state.present)
+    if state.planned and grid == state.planned and not session.malformed:
+        session.set_plan({"tasks": tasks, "agents": agents, "trials": state.trials,
+                          "description": "every task of each results file x info.num_trials"})
+    else:
+        session.set_plan({"expected_episodes": len(state.planned | state.present) + len(session.malformed),
+                          "description": "every task of each results file x info.num_trials, and any "
+                          "simulation outside that grid"})
+    if absent:
+        shown = "; ".join(state.missing_files[:5])
+        session.add_drop(
+            target="episodes", action="unobserved", declaration="source_missing", loss_class="missing_episode",
+            reason=f"{len(absent)} planned simulation(s) (task x trial of info.num_trials) are not in the source"
+            + (f"; the index lists files that are absent: {shown}" if shown else ""),
+            selector=_selector(absent) if len(absent) <= _SELECTOR_KEYS else None, count=len(absent),
+            affects=state.rules,
+        )
+
+
+def _selector(keys: list[tuple[str, str, int]]) -> str:
+    def q(s: str) -> str:
+        return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return " or ".join(f"(task_id == {q(t)} and agent == {q(a)} and trial == {r})" for t, a, r in keys)
+
+
+def _declare_missing(session: ImportSession, state: _State) -> None:
+    if state.untimed_episodes:
+        session.declare_missing("episodes.started_at", "tau2-bench writes start_time/end_time as local times "
+                                "without a UTC offset, so the instant is unknown; the text is kept in "
+                                "meta.start_time / meta.end_time", count=state.untimed_episodes)
+        session.declare_missing("episodes.ended_at", "as episodes.started_at", count=state.untimed_episodes)
+    if state.untimed_steps:
+        session.declare_missing("steps.t", "tau2-bench message timestamps are local times without a UTC "
+                                "offset (or absent); the text is kept in the step's payload.timestamp",
+                                count=state.untimed_steps)
+    if state.untokened_steps:
+        reason = ("tau2-bench records usage and cost per model message: they are on the first step a message "
+                  "produces; tool results and a message's further tool calls have none")
+        session.declare_missing("steps.input_tokens", reason, count=state.untokened_steps)
+        session.declare_missing("steps.output_tokens", reason, count=state.untokened_steps)
+    if state.untokened_steps or state.unpriced_steps:
+        session.declare_missing("steps.cost_usd", "as steps.input_tokens; and 0.0 on a model message that used "
+                                "tokens (a model litellm cannot price) is unknown, not free",
+                                count=state.untokened_steps + state.unpriced_steps)
+    if state.untokened_episodes:
+        for column in ("input_tokens", "output_tokens", "total_tokens"):
+            session.declare_missing(f"episodes.{column}", "an assistant message of the simulation has no usage, "
+                                    "so the agent's total is unknown", count=state.untokened_episodes)
+    if state.unpriced_episodes:
+        session.declare_missing("episodes.cost_usd", "tau2-bench wrote agent_cost 0.0 although the agent used "
+                                "tokens: litellm had no price for the model, so the cost is unknown, not 0",
+                                count=state.unpriced_episodes)
+    if state.no_reward:
+        session.declare_missing("episodes.score.reward", "the simulation has no reward_info", count=state.no_reward)
+    if state.ticks_only:
+        session.add_drop(target="steps", action="omitted", declaration="author_declared",
+                         loss_class="unmapped_source_field",
+                         reason=f"{len(state.ticks_only)} full-duplex (voice) simulation(s) store ticks, not "
+                         "messages; this importer does not map ticks, so their steps are absent",
+                         count=len(state.ticks_only))

@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.mini_swe_agent import terminal_state
+from tests.conftest import external
+from tests.importers.conftest import assert_valid, run_import
+
+RUN = "mini-swe-agent/deepseek_reasoner_dev"
+
+
+def _as_output_dir(src: Path, dest: Path) -> Path:
+    """The real run laid out as mini-swe-agent writes it: <id>/<id>.traj.json (the copy is flat)."""
+    dest.mkdir()
+    for p in src.iterdir():
+        if p.name.endswith(".traj.json"):
+            iid = p.name.removesuffix(".traj.json")
+            (dest / iid).mkdir()
+            shutil.copy(p, dest / iid / p.name)
+        else:
+            shutil.copy(p, dest / p.name)
+    return dest
+
+
+@pytest.mark.parametrize("layout", ["flat", "nested"])
+def test_real_run_imports_every_listed_instance_and_validates(tmp_path, layout):
+    src = external(RUN)
+    source = src if layout == "flat" else _as_output_dir(src, tmp_path / "run")
+    statuses = yaml.safe_load(next(src.glob("exit_statuses_*.yaml")).read_text())["instances_by_exit_status"]
+    listed = {i: s for s, ids in statuses.items() for i in ids}
+    result, card = run_import("mini-swe-agent", [source], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    rows = {e["task_id"]: e for e in card.episodes().to_pylist()}
+    assert set(rows) == set(listed)
+    assert {i: r["status"] for i, r in rows.items()} == {i: terminal_state(s) for i, s in listed.items()}
+    assert result.statuses == {"completed": 5, "error": 6, "timeout": 4}
+    # the source's figure: Submitted / listed, from the exit statuses file
+    rule = next(r for r in result.rules if r["rule"] == "mini_swe_agent.submitted_rate")
+    assert rule["reported"][0]["value"] == pytest.approx(len(statuses["Submitted"]) / len(listed))
+    # 12 listed instances have no trajectory: declared, not a silent hole
+    drop = next(d for d in card.manifest.drops if d.target == "steps")
+    assert drop.count == 12 and drop.declaration == "source_missing"
+    for p in src.glob("*.traj.json"):
+        doc = json.loads(p.read_text())
+        row = rows[doc["instance_id"]]
+        assert row["cost_usd"] == doc["info"]["model_stats"]["instance_cost"]
+        assert row["meta.api_calls"] == doc["info"]["model_stats"]["api_calls"]
+        steps = card.episode_steps(row["episode_id"]).to_pylist()
+        calls = sum(len(m.get("tool_calls") or []) for m in doc["messages"])
+        assert sum(s["kind"] == "tool_call" for s in steps) == calls
+        assert sum(s["kind"] == "tool_result" for s in steps) == sum(m["role"] == "tool" for m in doc["messages"])
+        usage = [m["extra"]["response"]["usage"] for m in doc["messages"] if m["role"] == "assistant"]
+        assert row["input_tokens"] == (sum(u["prompt_tokens"] for u in usage) if usage else None)
+        if doc["info"]["exit_status"] != "Submitted":
+            assert row["error_message"] == doc["info"]["exception_str"]
+        assert steps[-1]["role"] == "exit"
+
+
+def test_sqlfluff_trajectory_times_tokens_and_links(tmp_path):
+    src = external(RUN)
+    _, card = run_import("mini-swe-agent", [src], tmp_path / "card")
+    doc = json.loads((src / "sqlfluff__sqlfluff-2419.traj.json").read_text())
+    steps = card.episode_steps("deepseek/deepseek-reasoner/sqlfluff__sqlfluff-2419").to_pylist()
+    first_call = next(s for s in steps if s["kind"] == "tool_call")
+    msg = doc["messages"][2]
+    assert first_call["call_id"] == msg["tool_calls"][0]["id"]
+    assert first_call["input_tokens"] == msg["extra"]["response"]["usage"]["prompt_tokens"]
+    assert first_call["t"].timestamp() == pytest.approx(msg["extra"]["timestamp"], abs=1e-6)
+    ids = {s["call_id"] for s in steps if s["kind"] == "tool_call"}
+    assert all(s["call_id"] in ids for s in steps if s["kind"] == "tool_result")
+
+
+def _traj(iid, exit_status, messages=None):
+    return {"info": {"model_stats": {"instance_cost": 0.5, "api_calls": 2}, "mini_version": "1.0.0",
+                     "config": {"model": {"model_name": "m"}}, "exit_status": exit_status, "submission": "diff"},
+            "messages": messages if messages is not None else [
+                {"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
+                {"role": "assistant", "content": "ls", "extra": {"timestamp": 1.0e9, "cost": 0.25,
+                                                                 "response": {"usage": {"prompt_tokens": 3, "completion_tokens": 1}}}},
+                {"role": "user", "content": "<output>ok</output>", "extra": {"timestamp": 1.0e9 + 1}},
+                {"role": "exit", "content": exit_status, "extra": {"exit_status": exit_status, "submission": ""}}],
+            "trajectory_format": "mini-swe-agent-1.0", "instance_id": iid}
+
+
+def _write_run(root: Path, statuses: dict[str, list[str]], trajs: dict[str, dict], preds: dict[str, str]):
+    root.mkdir()
+    (root / "exit_statuses_1.yaml").write_text(yaml.safe_dump({"instances_by_exit_status": statuses}))
+    (root / "preds.json").write_text(json.dumps({i: {"model_name_or_path": "m", "instance_id": i, "model_patch": p}
+                                                 for i, p in preds.items()}))
+    for iid, doc in trajs.items():
+        (root / iid).mkdir()
+        (root / iid / f"{iid}.traj.json").write_text(json.dumps(doc))
+    return root
+
+
+def test_terminal_states_the_real_run_lacks_and_an_instance_without_outcome(tmp_path):
+    statuses = {"Submitted": ["a"], "LimitsExceeded": ["b"], "TimeExceeded": ["c"], "RepeatedFormatError": ["d"]}
+    trajs = {i: _traj(i, s) for s, ids in statuses.items() for i in ids}
+    root = _write_run(tmp_path / "run", statuses, trajs, {"a": "diff", "b": "", "c": "", "d": "", "e": ""})
+    result, card = run_import("mini-swe-agent", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    status = {e["task_id"]: e["status"] for e in card.episodes().to_pylist()}
+    assert status == {"a": "completed", "b": "limit", "c": "timeout", "d": "error"}
+    drop = next(d for d in card.manifest.drops if d.target == "episodes")
+    assert drop.count == 1 and "'e'" in drop.selector  # in preds only: no terminal state known
+    steps = card.episode_steps("m/b").to_pylist()
+    assert [s["kind"] for s in steps] == ["message", "message", "message", "message", "limit"]
+    assert steps[2]["cost_usd"] == 0.25 and steps[2]["input_tokens"] == 3
+
+
+@pytest.mark.parametrize(("write", "needle"), [
+    (lambda r: (r / "a" / "a.traj.json").write_text('{"info": {'), "a.traj.json"),
+    (lambda r: (r / "exit_statuses_1.yaml").write_text("instances_by_exit_status: &x\n  Submitted: *x\n"), "exit_statuses_1.yaml"),
+    (lambda r: (r / "a" / "a.traj.json").write_text(json.dumps(_traj("a", "Submitted", [{"role": "tool", "tool_call_id": "zz", "content": "x"}]))), "call id 'zz'"),
+])
+def test_bad_files_are_errors_naming_the_file(tmp_path, write, needle):
+    root = _write_run(tmp_path / "run", {"Submitted": ["a", "b"]}, {"a": _traj("a", "Submitted"), "b": _traj("b", "Submitted")}, {})
+    write(root)
+    with pytest.raises(SourceFormatError) as err:
+        run_import("mini-swe-agent", [root], tmp_path / "card")
+    assert needle in str(err.value)
+
+
+def test_keep_going_skips_a_broken_trajectory_and_declares_it(tmp_path):
+    root = _write_run(tmp_path / "run", {"Submitted": ["a", "b"]}, {"a": _traj("a", "Submitted"), "b": _traj("b", "Submitted")}, {})
+    (root / "a" / "a.traj.json").write_text(json.dumps(_traj("a", "Submitted", [{"role": 3}])))
+    result, _ = run_import("mini-swe-agent", [root], tmp_path / "card", keep_going=True)
+    assert result.episodes == 1 and len(result.malformed) == 1
+    assert_valid(tmp_path / "card")
+
+
+def test_a_symlinked_trajectory_is_not_followed(tmp_path):
+    root = _write_run(tmp_path / "run", {"Submitted": ["a"]}, {}, {})
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps(_traj("a", "Submitted")))
+    (root / "a").mkdir()
+    (root / "a" / "a.traj.json").symlink_to(outside)
+    with pytest.raises(SourceFormatError, match="symbolic link"):
+        run_import("mini-swe-agent", [root], tmp_path / "card")
