@@ -32,6 +32,7 @@ BUILTIN: dict[str, str] = {
     "inspect": "rollout_cards.importers.inspect_ai:InspectImporter",
     "mini-swe-agent": "rollout_cards.importers.mini_swe_agent:MiniSweAgentImporter",
     "openhands": "rollout_cards.importers.openhands:OpenHandsImporter",
+    "swe-agent": "rollout_cards.importers.swe_agent:SweAgentImporter",
     "swe-bench": "rollout_cards.importers.swe_bench:SweBenchImporter",
     "tau-bench": "rollout_cards.importers.tau_bench:TauBenchImporter",
     "tau2-bench": "rollout_cards.importers.tau2_bench:Tau2BenchImporter",
