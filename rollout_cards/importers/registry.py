@@ -30,6 +30,7 @@ BUILTIN: dict[str, str] = {
     "atif": "rollout_cards.importers.atif:AtifImporter",
     "chat-jsonl": "rollout_cards.importers.chat_jsonl:ChatJsonlImporter",
     "inspect": "rollout_cards.importers.inspect_ai:InspectImporter",
+    "lm-eval": "rollout_cards.importers.lm_eval:LmEvalImporter",
     "mini-swe-agent": "rollout_cards.importers.mini_swe_agent:MiniSweAgentImporter",
     "openhands": "rollout_cards.importers.openhands:OpenHandsImporter",
     "swe-agent": "rollout_cards.importers.swe_agent:SweAgentImporter",

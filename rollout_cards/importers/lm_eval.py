@@ -1,0 +1,341 @@
+"""lm-evaluation-harness `--log_samples` output to a rollout card.
+
+A source is an output directory (or its files): `results_<time>.json` and one
+`samples_<task>_<time>.jsonl` per task of that run. One episode per sample line (a
+document of a task under one filter): `episode_id` = `<model>/<task>/<doc_id>` (plus
+`/<filter>` for a filter other than `none`), `task_id` = `<task>/<doc_id>`,
+`task.name` = the task. lm-eval writes `NaN` and `Infinity` literals and numbers as
+strings; both files are read with those constants allowed (they are never written
+into the card: a non-finite score is null and counted), and a numeric string in a
+metric is read as its number.
+
+Each metric a task reports (`results[<task>]["<metric>,<filter>"]`) becomes a rule
+when it replays as a mean of the per-sample values (accuracy, exact match, …); a
+metric aggregated otherwise (corpus F1, BLEU, perplexity), or whose reported value is
+not finite, is noted and not declared. Group metrics (`groups`, `group_subtasks`)
+are declared the same way over the samples of the group's tasks.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..errors import SourceFormatError
+from ..model.card import Software
+from .base import ImportRequest
+from .json_stream import JsonStream, parse_json
+from .rule_files import rule_document, rule_id_part
+from .session import ImportSession
+from .source_dir import children
+from .steps import StepBuffer, json_text
+
+__all__ = ["LmEvalImporter", "metric_value"]
+
+_RESULTS = re.compile(r"^results_(?P<ts>.+)\.json$")
+_SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<ts>\d{4}-\d{2}-\d{2}T[\d.:-]+)\.jsonl$")
+_MAX_LINE = 256 * 1024 * 1024
+_MAX_RESULTS = 256 * 1024 * 1024
+_SAMPLE_KEYS = frozenset(("doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
+                          "doc_hash", "prompt_hash", "target_hash"))
+_NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
+
+
+def metric_value(value: Any) -> tuple[float | None, bool]:
+    """(number, was_non_finite) of a per-sample metric: numbers, numeric strings and
+    booleans read as numbers; NaN / infinities are None (and flagged); anything else None."""
+    if isinstance(value, bool):
+        return float(value), False
+    if isinstance(value, str) and _NUMBER.match(value):
+        value = float(value)
+    if isinstance(value, (int, float)):
+        number = float(value) if abs(value) < 1e308 or isinstance(value, float) else math.inf
+        if not math.isfinite(number):
+            return None, True
+        return number, False
+    return None, False
+
+
+class LmEvalImporter:
+    """lm-evaluation-harness output: results_<time>.json + samples_<task>_<time>.jsonl."""
+
+    name = "lm-eval"
+    summary = "lm-evaluation-harness --log_samples output: results_<time>.json and samples_<task>_<time>.jsonl"
+    options: dict[str, str] = {}
+    directories = True
+
+    def read(self, request: ImportRequest, session: ImportSession) -> None:
+        """Import every run (a results file and its samples files) found among the sources."""
+        request.check_options(self.name, self.options)
+        files: list[tuple[Path, str | None]] = []
+        for index, path in enumerate(request.sources):
+            if path.is_dir():
+                files.extend((p, request.url(index)) for name, p, is_dir in children(path) if not is_dir)
+            else:
+                files.append((path, request.url(index)))
+        runs: dict[str, dict[str, Any]] = {}
+        for path, url in files:
+            if m := _RESULTS.match(path.name):
+                runs.setdefault(m["ts"], {"samples": {}})["results"] = (path, url)
+            elif m := _SAMPLES.match(path.name):
+                runs.setdefault(m["ts"], {"samples": {}})["samples"][m["task"]] = (path, url)
+        if not runs:
+            raise SourceFormatError("holds no lm-eval results_<time>.json or samples_<task>_<time>.jsonl",
+                                    file=str(request.sources[0]))
+        state = _State()
+        for ts in sorted(runs):
+            _import_run(session, state, ts, runs[ts], request.agent)
+        if session.episodes_written:
+            state.finish(session)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.expected = 0
+        self.non_finite = 0
+        self.non_numeric: dict[str, int] = defaultdict(int)
+        self.missing_tasks: list[tuple[str, int]] = []
+        self.runs: list[dict[str, Any]] = []
+        self.agents: set[str] = set()
+
+    def finish(self, session: ImportSession) -> None:
+        session.set_plan({"expected_episodes": self.expected + len(session.malformed),
+                          "description": "n-samples.effective of every task of each results file (x its filters)"})
+        if self.missing_tasks:
+            session.add_drop(target="episodes", action="unobserved", declaration="source_missing",
+                             loss_class="missing_samples_file",
+                             reason="the results file reports task(s) whose samples file is absent: "
+                             + "; ".join(f"{t} ({n} samples)" for t, n in self.missing_tasks[:10]),
+                             count=sum(n for _, n in self.missing_tasks))
+        if self.non_finite:
+            session.add_drop(target="episodes.score", action="unobserved", declaration="source_malformed",
+                             loss_class="non_finite_value",
+                             reason=f"{self.non_finite} per-sample metric value(s) are NaN or Infinity in the "
+                             "source; they are null in score.<metric> (a card holds finite numbers only)",
+                             count=self.non_finite)
+        for metric, n in sorted(self.non_numeric.items()):
+            session.note(f"{n} sample(s) hold a non-numeric value for metric {metric} (e.g. the (gold, prediction) "
+                         f"pair a corpus-level metric aggregates); kept as JSON text in meta.metric.{metric}, "
+                         f"score.{metric} is null")
+        n_ep, n_steps = session.episodes_written, session.steps_written
+        session.declare_missing("steps.t", "lm-eval samples record no times", count=n_steps)
+        for column in ("started_at", "ended_at"):
+            session.declare_missing(f"episodes.{column}", "lm-eval samples record no times", count=n_ep)
+        for table, n in (("episodes", n_ep), ("steps", n_steps)):
+            for column in ("input_tokens", "output_tokens", "cost_usd"):
+                session.declare_missing(f"{table}.{column}", "lm-eval samples record no token counts or costs",
+                                        count=n)
+        session.set_meta("lm_eval", {"runs": self.runs})
+
+
+def _import_run(session: ImportSession, state: _State, ts: str, run: dict[str, Any], agent: str | None) -> None:
+    results: dict[str, Any] = {}
+    if "results" in run:
+        path, url = run["results"]
+        session.add_source(path, "lm-eval-results", url)
+        with open(path, "rb") as fh:
+            stream = JsonStream(fh, str(path), max_value_chars=_MAX_RESULTS, constants=True)
+            results = stream.read_value()
+            stream.end()
+        if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+            raise SourceFormatError("is not an lm-eval results file (no results object)", file=str(path))
+    name = results.get("model_name") if isinstance(results.get("model_name"), str) else None
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    model = agent or name or (config.get("model_args", {}).get("pretrained") if isinstance(
+        config.get("model_args"), dict) else None) or f"lm-eval-{ts}"
+    version = results.get("lm_eval_version")
+    session.set_software("harness", Software(
+        name="lm-evaluation-harness", version=version if isinstance(version, str) else None,
+        revision=results.get("git_hash") if isinstance(results.get("git_hash"), str) else None,
+        url="https://github.com/EleutherAI/lm-evaluation-harness"))
+    session.add_agent({"name": model, "model": name,
+                       "parameters": {k: config[k] for k in ("model", "model_args") if k in config}})
+    state.agents.add(model)
+    # per (task, filter, metric): the values seen, for the replay check of the results' number
+    values: dict[tuple[str, str, str], list[float | None]] = defaultdict(list)
+    for task, (path, url) in sorted(run["samples"].items()):
+        session.add_source(path, "lm-eval-samples", url)
+        _import_samples(session, state, path, task, model, values)
+    reported = results.get("results", {})
+    n_samples = results.get("n-samples") if isinstance(results.get("n-samples"), dict) else {}
+    filters_of: dict[str, set[str]] = defaultdict(set)
+    for task, flt, _ in values:
+        filters_of[task].add(flt)
+    for task, counts in n_samples.items():
+        effective = counts.get("effective") if isinstance(counts, dict) else None
+        if type(effective) is not int or effective < 0:
+            continue
+        if task in run["samples"]:
+            state.expected += effective * max(1, len(filters_of.get(task, ())))
+        else:
+            state.expected += effective
+            state.missing_tasks.append((task, effective))
+    if not n_samples:  # no plan in the results: what the samples files hold
+        state.expected += sum(len(v) for (t, f, m), v in values.items() if m == _first_metric(values, t, f))
+    artifact = None
+    if "results" in run:
+        artifact = session.add_artifact(run["results"][0].read_bytes())
+    subtasks = results.get("group_subtasks") if isinstance(results.get("group_subtasks"), dict) else {}
+    _declare_rules(session, model, reported, subtasks, values)
+    state.runs.append({"results": run["results"][0].name if "results" in run else None, "results_artifact": artifact,
+                       "model": model, "tasks": sorted(run["samples"]), "date": results.get("date")})
+
+
+def _first_metric(values: dict[tuple[str, str, str], list[Any]], task: str, flt: str) -> str | None:
+    return next((m for t, f, m in values if t == task and f == flt), None)
+
+
+def _lines(path: Path):
+    with open(path, "rb") as fh:
+        number = 0
+        while True:
+            number += 1
+            raw = fh.readline(_MAX_LINE + 1)
+            if not raw:
+                return
+            if len(raw) > _MAX_LINE:
+                raise SourceFormatError(f"is longer than {_MAX_LINE} bytes; refusing to buffer it",
+                                        file=str(path), record=f"line {number}")
+            if raw.strip():
+                yield number, raw
+
+
+def _import_samples(session: ImportSession, state: _State, path: Path, task: str, model: str,
+                    values: dict[tuple[str, str, str], list[float | None]]) -> None:
+    for number, raw in _lines(path):
+        with session.record():
+            sample = parse_json(raw, str(path), f"line {number}", constants=True)
+            probe = StepBuffer("", file=str(path), record=f"line {number}")
+            if not isinstance(sample, dict):
+                raise probe.error("is not a JSON object")
+            doc_id = sample.get("doc_id")
+            if isinstance(doc_id, bool) or not isinstance(doc_id, (int, str)) or doc_id == "":
+                raise probe.error("doc_id is missing or not an integer or string")
+            flt = sample.get("filter", "none")
+            if not isinstance(flt, str):
+                raise probe.error("filter is not a string")
+            metrics = sample.get("metrics")
+            if metrics is None:
+                metrics = [k for k in sample if k not in _SAMPLE_KEYS]
+            if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+                raise probe.error("metrics is not a list of metric names")
+            episode_id = f"{model}/{task}/{doc_id}" + ("" if flt == "none" else f"/{flt}")
+            steps = StepBuffer(episode_id, file=str(path), record=f"line {number} (doc_id {doc_id!r})")
+            row: dict[str, Any] = {"episode_id": episode_id, "task_id": f"{task}/{doc_id}", "agent": model,
+                                   "trial": 0, "status": "completed", "task.name": task, "meta.filter": flt,
+                                   "meta.doc_id": str(doc_id)}
+            for metric in metrics:
+                if metric not in sample:
+                    raise steps.error(f"metric {metric!r} is listed in metrics but has no value")
+                value, non_finite = metric_value(sample[metric])
+                state.non_finite += non_finite
+                if value is None and not non_finite:
+                    state.non_numeric[metric] += 1
+                    row[f"meta.metric.{metric}"] = _json(steps, sample[metric], metric)
+                row[f"score.{metric}"] = value
+                values[(task, flt, metric)].append(value)
+            target = sample.get("target")
+            row["task.target"] = target if isinstance(target, str) else (None if target is None else _json(steps, target, "target"))
+            if sample.get("doc") is not None:
+                row["task.doc"] = _json(steps, sample["doc"], "doc")
+            for key in ("doc_hash", "prompt_hash", "target_hash"):
+                if isinstance(sample.get(key), str):
+                    row[f"meta.{key}"] = sample[key]
+            for key in ("resps", "filtered_resps"):
+                if sample.get(key) is not None:
+                    row[f"meta.{key}"] = _json(steps, sample[key], key)
+            for key, value in sample.items():
+                if key not in _SAMPLE_KEYS and key not in metrics and value is not None:
+                    row[f"meta.{key}"] = value if isinstance(value, str) else _json(steps, value, key)
+            _steps(steps, sample)
+            session.add_episode(row, steps)
+
+
+def _json(steps: StepBuffer, value: Any, field: str) -> str:
+    try:
+        return json_text(value)
+    except ValueError:  # a NaN / Infinity inside: its text is not JSON, keep the structure with nulls
+        return json_text(_finite(value))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def _steps(steps: StepBuffer, sample: dict[str, Any]) -> None:
+    """One request per `arguments.gen_args_<i>`: the prompt (`arg_0`) as a user message, its
+    other arguments in the payload, then the model's response `resps[i]`."""
+    arguments = sample.get("arguments")
+    resps = sample.get("resps")
+    if arguments is None:
+        return
+    if not isinstance(arguments, dict):
+        raise steps.error("arguments is not an object")
+    for i, (key, args) in enumerate(arguments.items()):
+        if not isinstance(args, dict):
+            raise steps.error(f"arguments.{key} is not an object")
+        prompt = args.get("arg_0")
+        rest = {k: v for k, v in args.items() if k != "arg_0"}
+        steps.add("message", role="user", name=key, content=prompt if isinstance(prompt, str) else None,
+                  payload=_finite({**rest, **({} if isinstance(prompt, str) or prompt is None else {"arg_0": prompt})})
+                  or None)
+        resp = resps[i] if isinstance(resps, list) and i < len(resps) else None
+        if resp is None:
+            continue
+        texts = resp if isinstance(resp, list) else [resp]
+        if all(isinstance(t, str) for t in texts):
+            steps.add("message", role="assistant", name=key, content="\n".join(texts),
+                      payload={"responses": texts} if len(texts) > 1 else None)
+        else:  # loglikelihood: [logprob, is_greedy] pairs (often as strings)
+            steps.add("observation", role="assistant", name=key, content=None, payload={"response": _finite(resp)})
+
+
+def _declare_rules(session: ImportSession, model: str, reported: dict[str, Any], subtasks: dict[str, Any],
+                   values: dict[tuple[str, str, str], list[float | None]]) -> None:
+    aggregate = {"statistic": "mean", "group_by": ["agent"], "unit": "task_id",
+                 "interval": {"method": "auto", "level": 0.95}}
+    on_status = {"completed": "score", "error": 0, "timeout": 0, "limit": 0, "cancelled": "exclude",
+                 "skipped": "exclude"}
+    for task, metrics in sorted(reported.items()):
+        if not isinstance(metrics, dict):
+            continue
+        members = subtasks.get(task) if isinstance(subtasks.get(task), list) else [task]
+        for key, value in sorted(metrics.items()):
+            if "," not in key or "_stderr," in key:
+                continue
+            metric, flt = key.split(",", 1)
+            number, non_finite = metric_value(value)
+            scored = [t for t in members if values.get((t, flt, metric))]  # a group's tasks with this metric
+            samples = [v for t in scored for v in values[(t, flt, metric)]]
+            if not samples:
+                continue
+            where = f"{task} {key}"
+            if number is None:
+                session.note(f"{where}: the reported value {value!r} is not a finite number; no rule declared")
+                continue
+            if any(v is None for v in samples) or abs(math.fsum(samples) / len(samples) - number) > 1e-6:
+                session.note(f"{where}: the reported {number:.6g} is not the mean of the {len(samples)} per-sample "
+                             "values (a corpus-level or other aggregation); no rule declared")
+                continue
+            stderr = metrics.get(f"{metric}_stderr,{flt}")
+            names = ", ".join("'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'" for t in scored)
+            session.add_rule(rule_document(
+                rule=f"lm_eval.{rule_id_part(task)}.{rule_id_part(metric)}"
+                + ("" if flt == "none" else f".{rule_id_part(flt)}"),
+                kind="original",
+                description=f"lm-evaluation-harness's {metric} of {task}"
+                + ("" if scored == [task] else f" (the mean over the samples of {', '.join(scored)})")
+                + f" under filter {flt}: the mean of the per-sample values. The source's stderr: {stderr!r}.",
+                select=f"task.name in [{names}] and meta.filter == '{flt}'",
+                score=f"score.{metric}", on_status=on_status, on_missing="error", aggregate=aggregate,
+                reported=[{"group": {"agent": model}, "value": number}],
+            ))
