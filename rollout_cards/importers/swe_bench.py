@@ -35,6 +35,8 @@ from .json_stream import JsonStream, iter_records
 from .rule_files import rule_document
 from .session import ImportSession
 from .steps import StepBuffer
+from .swe_bench_tests import TestColumns as _TestColumns
+from .swe_bench_tests import expand_sources as _expand
 
 __all__ = ["SweBenchImporter"]
 
@@ -54,24 +56,28 @@ class SweBenchImporter:
     """SWE-bench harness reports, optionally with the predictions they evaluated."""
 
     name = "swe-bench"
-    summary = "SWE-bench harness reports (schema_version 2), optionally with the predictions file"
+    summary = ("SWE-bench harness reports (schema_version 2) with the per-instance report.json files and the "
+               "predictions; or a directory holding them")
     options = {"predictions": "predictions file (JSON list, JSON object by instance id, or JSONL) whose patches become artifacts"}
+    directories = True
 
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every report; each report is one agent."""
         request.check_options(self.name, self.options)
         session.set_software("harness", Software(name="SWE-bench", url="https://github.com/SWE-bench/SWE-bench"))
-        patches, models = _predictions(request, session)
+        sources, prediction_files, instance_reports = _expand(request)
+        patches, models = _predictions(request, session, prediction_files)
         grid: dict[str, list[str]] = {}
         reported: dict[str, list[dict[str, Any]]] = {}
-        for index, path in enumerate(request.sources):
+        tests = _TestColumns(instance_reports)
+        for path, url in sources:
             report = _report(path)
-            session.add_source(path, self.name, request.url(index))
-            agent = request.agent or (models[0] if len(models) == 1 and len(request.sources) == 1 else path.stem)
+            session.add_source(path, self.name, url)
+            agent = request.agent or (models[0] if len(models) == 1 and len(sources) == 1 else path.stem)
             if agent in grid:
                 raise ImporterError(f"two reports map to agent {agent!r}; name them apart or import them separately")
             session.add_agent({"name": agent})
-            grid[agent] = _import_report(session, report, path, agent, patches)
+            grid[agent] = _import_report(session, report, path, agent, patches, tests)
             for rule_id, value in _reported(report, agent).items():
                 reported.setdefault(rule_id, []).append(value)
         _declare_rules(session, reported)
@@ -83,6 +89,7 @@ class SweBenchImporter:
             session.set_plan({"expected_episodes": sum(len(ids) for ids in grid.values()),
                               "description": "every instance each report names"})
         n = session.episodes_written
+        tests.declare(session)
         session.add_drop(target="steps", action="unobserved", declaration="source_missing",
                          loss_class="unavailable_source_field",
                          reason="a SWE-bench report holds outcomes only; the agents' trajectories are not in it")
@@ -107,7 +114,8 @@ def _report(path: Path) -> dict[str, Any]:
 
 
 def _import_report(
-    session: ImportSession, report: dict[str, Any], path: Path, agent: str, patches: dict[str, tuple[str | None, str]]
+    session: ImportSession, report: dict[str, Any], path: Path, agent: str, patches: dict[str, tuple[str | None, str]],
+    tests: _TestColumns,
 ) -> list[str]:
     sets = {name: set(report.get(name, [])) for name in _LISTS}
     for name in _LISTS:
@@ -126,7 +134,9 @@ def _import_report(
         elif "submitted_ids" not in lists and any(n in lists for n in _OUTCOMES):
             conflicts.setdefault(("not in submitted_ids",), []).append(iid)
         with session.record():
-            session.add_episode(*_episode(iid, lists, agent, path, patches, session))
+            row, steps = _episode(iid, lists, agent, path, patches, session)
+            tests.add(session, row, steps, "resolved_ids" in lists)
+            session.add_episode(row, steps)
     for lists, bad in sorted(conflicts.items()):
         what = (f"in both {' and '.join(lists)}, which the harness keeps exclusive" if len(lists) > 1
                 else "in an outcome list but not in submitted_ids")
@@ -187,17 +197,28 @@ def _episode(
     return row, steps
 
 
-def _predictions(request: ImportRequest, session: ImportSession) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+def _predictions(
+    request: ImportRequest, session: ImportSession, found: list[Path]
+) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
     """instance id -> (model_name_or_path, patch text), and the distinct model names."""
     option = request.options.get("predictions")
-    if option is None:
-        return {}, []
-    path = Path(option)
-    if not path.is_file():
-        raise SourceFormatError("does not exist or is not a regular file", file=str(path))
-    session.add_source(path, "swe-bench-predictions")
+    paths = list(found)
+    if option is not None:
+        path = Path(option)
+        if not path.is_file():
+            raise SourceFormatError("does not exist or is not a regular file", file=str(path))
+        paths.append(path)
     out: dict[str, tuple[str | None, str]] = {}
     models: set[str] = set()
+    for path in paths:
+        session.add_source(path, "swe-bench-predictions")
+        _read_predictions(session, path, out, models)
+    return out, sorted(models)
+
+
+def _read_predictions(
+    session: ImportSession, path: Path, out: dict[str, tuple[str | None, str]], models: set[str]
+) -> None:
     for label, item in _prediction_items(path, session):
         with session.record():
             if not isinstance(item, dict) or not isinstance(item.get("instance_id"), str):
@@ -209,7 +230,6 @@ def _predictions(request: ImportRequest, session: ImportSession) -> tuple[dict[s
             if model:
                 models.add(model)
             out[item["instance_id"]] = (model, patch or "")
-    return out, sorted(models)
 
 
 def _prediction_items(path: Path, session: ImportSession) -> Iterator[tuple[str, Any]]:

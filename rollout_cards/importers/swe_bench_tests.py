@@ -1,0 +1,175 @@
+"""SWE-bench per-instance `report.json` files: the test results a rule can regrade from.
+
+The harness writes `logs/run_evaluation/<run_id>/<model>/<instance>/report.json`:
+`{<instance>: {patch_is_None, patch_exists, patch_successfully_applied, resolved,
+tests_status: {FAIL_TO_PASS|PASS_TO_PASS|FAIL_TO_FAIL|PASS_TO_FAIL: {success: [...],
+failure: [...]}}}}`. `TestColumns` adds, to the instance's episode,
+
+| column | what |
+|---|---|
+| `score.f2p_success`, `score.f2p_failure` | FAIL_TO_PASS tests that passed / failed after the patch (counts) |
+| `score.p2p_success`, `score.p2p_failure` | PASS_TO_PASS tests that still pass / now fail |
+| `score.f2f_success`, `score.f2f_failure`, `score.p2f_success`, `score.p2f_failure` | FAIL_TO_FAIL and PASS_TO_FAIL, the same |
+| `score.report_resolved` | the instance report's own `resolved` |
+| `meta.tests.<CATEGORY>.<success or failure>` | the test ids, JSON text (a list) |
+| `meta.patch_is_none`, `meta.patch_exists`, `meta.patch_applied` | the report's patch flags |
+
+`expand_sources` finds, in directory sources, the run report(s) (top-level `*.json`),
+the predictions (`preds.json`, `*.jsonl`) and every `report.json` below (links refused).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImporterError, SourceFormatError
+from .base import ImportRequest
+from .json_stream import JsonStream
+from .session import ImportSession
+from .source_dir import children
+from .steps import StepBuffer, json_text
+
+__all__ = ["CATEGORIES", "TestColumns", "expand_sources"]
+
+#: Harness category -> column stem.
+CATEGORIES = {"FAIL_TO_PASS": "f2p", "PASS_TO_PASS": "p2p", "FAIL_TO_FAIL": "f2f", "PASS_TO_FAIL": "p2f"}
+_MAX_DEPTH = 6
+_MAX_REPORT_CHARS = 256 * 1024 * 1024
+_SELECTOR_IDS = 50
+
+
+def _is_predictions(name: str) -> bool:
+    return name.endswith(".jsonl") or name.startswith(("preds", "all_preds"))
+
+
+def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]], list[Path], dict[str, Path]]:
+    """(run reports with their URLs, prediction files, instance id -> report.json) of the sources."""
+    reports: list[tuple[Path, str | None]] = []
+    predictions: list[Path] = []
+    instance: dict[str, Path] = {}
+    for index, path in enumerate(request.sources):
+        url = request.url(index)
+        if not path.is_dir():
+            if path.name == "report.json":
+                _add_instance(instance, path)
+            elif _is_predictions(path.name):
+                predictions.append(path)
+            else:
+                reports.append((path, url))
+            continue
+        for name, p, is_dir in children(path):
+            if is_dir:
+                _walk(p, instance, 1)
+            elif name == "report.json":
+                _add_instance(instance, p)
+            elif name.endswith(".json") and not _is_predictions(name):
+                reports.append((p, url))
+            elif _is_predictions(name) and name.endswith((".json", ".jsonl")):
+                predictions.append(p)
+    if not reports:
+        raise SourceFormatError("holds no SWE-bench run report (<model>.<run_id>.json)", file=str(request.sources[0]))
+    if instance and len(reports) > 1:
+        raise ImporterError("per-instance report.json files were given with several run reports; they are keyed by "
+                            "instance only, so import each run with its own logs")
+    return reports, predictions, instance
+
+
+def _walk(directory: Path, found: dict[str, Path], depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        return
+    for name, p, is_dir in children(directory):
+        if is_dir:
+            _walk(p, found, depth + 1)
+        elif name == "report.json":
+            _add_instance(found, p)
+
+
+def _add_instance(found: dict[str, Path], path: Path) -> None:
+    iid = path.parent.name
+    if iid in found:
+        raise SourceFormatError(f"is a second report.json for instance {iid} (the first: {found[iid]})", file=str(path))
+    found[iid] = path
+
+
+class TestColumns:
+    """Adds the instance reports' test results to the episodes (see the module table)."""
+
+    def __init__(self, reports: dict[str, Path]):
+        self.reports = reports
+        self.used: set[str] = set()
+        self.missing: list[tuple[str, str]] = []  # (agent, instance) evaluated but without a report
+        self.disagree: list[str] = []
+        self.read = 0
+
+    def add(self, session: ImportSession, row: dict[str, Any], steps: StepBuffer, resolved_in_run: bool) -> None:
+        if not self.reports:
+            return
+        iid = row["task_id"]
+        path = self.reports.get(iid)
+        if path is None:
+            if row["status"] != "skipped":
+                self.missing.append((row["agent"], iid))
+            return
+        session.add_source(path, "swe-bench-instance-report")
+        self.used.add(iid)
+        with open(path, "rb") as fh:
+            stream = JsonStream(fh, str(path), max_value_chars=_MAX_REPORT_CHARS)
+            stream.record = iid
+            doc = stream.read_value()
+            stream.end()
+        where = StepBuffer(steps.episode_id, file=str(path), record=iid)
+        if not isinstance(doc, dict) or not isinstance(doc.get(iid), dict):
+            raise where.error(f"is not a SWE-bench instance report keyed by {iid}")
+        report = doc[iid]
+        for key, column in (("patch_is_None", "meta.patch_is_none"), ("patch_exists", "meta.patch_exists"),
+                            ("patch_successfully_applied", "meta.patch_applied"), ("resolved", "score.report_resolved")):
+            value = report.get(key)
+            if value is not None and type(value) is not bool:
+                raise where.error(f"{key} is {value!r}, not true or false")
+            row[column] = value
+        status = report.get("tests_status")
+        if status is not None:
+            if not isinstance(status, dict):
+                raise where.error("tests_status is not an object")
+            for category, stem in CATEGORIES.items():
+                outcome = status.get(category, {"success": [], "failure": []})
+                if not isinstance(outcome, dict):
+                    raise where.error(f"tests_status.{category} is not an object")
+                for result in ("success", "failure"):
+                    ids = outcome.get(result, [])
+                    if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids):
+                        raise where.error(f"tests_status.{category}.{result} is not a list of test ids")
+                    row[f"score.{stem}_{result}"] = len(ids)
+                    row[f"meta.tests.{category}.{result}"] = json_text(ids)
+            unknown = sorted(set(status) - set(CATEGORIES))
+            if unknown:
+                row["meta.tests_status_other"] = json_text({k: status[k] for k in unknown})
+        if report.get("resolved") is not None and report["resolved"] != resolved_in_run:
+            self.disagree.append(iid)
+        self.read += 1
+
+    def declare(self, session: ImportSession) -> None:
+        if not self.reports:
+            return
+        unused = sorted(set(self.reports) - self.used)
+        if unused:
+            session.note(f"{len(unused)} report.json file(s) are for instances the run report does not name: "
+                         + ", ".join(unused[:5]))
+        if self.disagree:
+            session.note(f"{len(self.disagree)} instance report(s) disagree with the run report on resolved "
+                         f"({', '.join(self.disagree[:5])}); score.resolved follows the run report, "
+                         "score.report_resolved the instance report")
+        if self.missing and self.read:
+            def q(s: str) -> str:
+                return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            session.add_drop(
+                target="episodes.score.f2p_success", action="unobserved", declaration="source_missing",
+                loss_class="missing_instance_report",
+                reason=f"{len(self.missing)} evaluated instance(s) have no report.json among the sources, so their "
+                "per-test results (score.f2p_*, p2p_*, f2f_*, p2f_*, meta.tests.*) are null: "
+                + ", ".join(i for _, i in self.missing[:5]),
+                selector=" or ".join(f"(agent == {q(a)} and task_id == {q(i)})" for a, i in self.missing)
+                if len(self.missing) <= _SELECTOR_IDS else None,
+                count=len(self.missing),
+            )
