@@ -14,8 +14,13 @@ Deterministic: the same n gives byte-identical files.
 from __future__ import annotations
 
 import json
+import shutil
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+
+from _common import WORK, row
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "external"
 TAU2_FILES = ("tau2-bench/qwen2.5-7b_airline_default_gpt-4.1-2025-04-14_1trials.json",
@@ -90,3 +95,56 @@ def mini_swe_agent_source(directory: Path, n: int, *, with_every_trajectory: boo
     status_text = yaml.safe_dump({"instances_by_exit_status": out_status}, sort_keys=False)
     (directory / status_file.name).write_text(status_text, encoding="utf-8")
     return total + len(text) + len(status_text)
+
+
+REPLICAS = ("tau2-bench", "mini-swe-agent")
+
+
+def replica_load(source: Path) -> int:
+    """Baseline: `json.load` of every JSON file of the source (what a non-streaming reader pays)."""
+    files = [source] if source.is_file() else sorted(p for p in source.rglob("*.json"))
+    n = 0
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        n += len(doc["simulations"]) if isinstance(doc, dict) and "simulations" in doc else 1
+    return n
+
+
+def replica_bench(fmt: str, sizes: list[int], repeats: int, measure: Callable[[str, Path, Path], dict],
+                  *, keep: bool = False) -> int:
+    """Import replicas of `fmt` at each size in fresh processes; print rate, RSS and the baseline ratio."""
+    work = WORK / "import-replicas"
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "card"
+    figures = []
+    for n in sizes:
+        source = work / (f"tau2-{n}.json" if fmt == "tau2-bench" else f"mini-{n}")
+        if not source.exists():
+            t0 = time.perf_counter()
+            size = tau2_source(source, n) if fmt == "tau2-bench" else mini_swe_agent_source(
+                source, n)
+            print(f"wrote {source.name}: {size / 1e6:.0f} MB, {n} episodes ({time.perf_counter() - t0:.1f} s)")
+        base = measure("load-replica", source, out)
+        ours = measure(f"import:{fmt}", source, out)
+        figures.append((n, base, ours))
+    print(f"\n{fmt} import of real files replicated with new ids; median of {repeats} runs, peak RSS = max "
+          "over runs; the machine is shared (loaded): read the ratios first")
+    print(row("", "seconds", "episodes/s", "peak RSS MB", widths=(40, 12, 12, 12)))
+    for n, base, ours in figures:
+        for label, r in ((f"{n:,}: json.load of every file", base), (f"{n:,}: rcard import {fmt}", ours)):
+            print(row(label, f"{r['seconds']:.2f}", f"{n / r['seconds']:.0f}", f"{r['peak_rss_mb']:.0f}",
+                      widths=(40, 12, 12, 12)))
+        print(f"  import / json.load: {ours['seconds'] / base['seconds']:.2f}x time, "
+              f"{ours['peak_rss_mb'] / base['peak_rss_mb']:.2f}x RSS; {ours['steps']:,} steps")
+    if len(figures) > 1:
+        (n0, _, a), (n1, _, b) = figures[0], figures[-1]
+        print(f"flatness {n0:,} -> {n1:,}: episodes/s x{(n1 / b['seconds']) / (n0 / a['seconds']):.2f}, "
+              f"peak RSS x{b['peak_rss_mb'] / a['peak_rss_mb']:.2f}")
+    for n, _, ours in figures:
+        rate, rss = n / ours["seconds"], ours["peak_rss_mb"]
+        print(f"targets at {n:,}: >= 2000 episodes/s: {'met' if rate >= 2000 else 'NOT met'} ({rate:.0f}); "
+              f"peak RSS < 500 MB: {'met' if rss < 500 else 'NOT met'} ({rss:.0f} MB)")
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WORK, peak_rss_mb, row, run_child  # noqa: E402
+from _replicas import REPLICAS, replica_bench, replica_load  # noqa: E402
 
 DEFAULT_EPISODES = 2000
 TOOLS = ("get_user_details", "get_reservation_details", "search_direct_flight", "book_reservation",
@@ -88,8 +89,10 @@ def _child(mode: str, source: Path, out: Path) -> dict:
         with open(source, encoding="utf-8") as fh:
             n = len(json.load(fh))
         steps = None
+    elif mode == "load-replica":  # tau2-bench / mini-swe-agent replicas: json.load of every JSON file
+        n, steps = replica_load(source), None
     else:
-        result = import_source("tau-bench", [source], out)
+        result = import_source(mode.removeprefix("import:") if mode.startswith("import:") else "tau-bench", [source], out)
         n, steps = result.episodes, result.steps
     seconds = time.perf_counter() - t0
     return {"episodes": n, "steps": steps, "seconds": seconds, "peak_rss_mb": peak_rss_mb()}
@@ -108,6 +111,9 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the default size (10 = the issue's 20,000)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median time, max RSS)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic file and card under benchmarks/_work")
+    parser.add_argument("--format", choices=("tau-bench", *REPLICAS), default="tau-bench",
+                        help="tau-bench: synthetic file; tau2-bench / mini-swe-agent: the real files of "
+                        "../shared/data/external replicated with new ids, at 5,000 and 20,000 episodes")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "SOURCE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -115,6 +121,9 @@ def main() -> int:
         print(json.dumps(_child(mode, Path(source), Path(out))))
         return 0
 
+    if args.format in REPLICAS:
+        return replica_bench(args.format, [args.episodes] if args.episodes else [5000, 20000], args.repeats,
+                             lambda mode, src, out: _median_runs(mode, src, out, args.repeats), keep=args.keep)
     episodes = args.episodes or int(DEFAULT_EPISODES * args.scale)
     work = WORK / "import"
     work.mkdir(parents=True, exist_ok=True)
