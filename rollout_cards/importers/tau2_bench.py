@@ -132,12 +132,14 @@ def _import_source(session: ImportSession, state: _State, path: Path, url: str |
         stream = JsonStream(fh, str(meta_path), max_value_chars=_MAX_HEADER_CHARS)
         header: dict[str, Any] = {}
         run: _Run | None = None
-        deferred = False
+        deferred = broken = False
         for key in stream.object_keys():
             if key == "simulations":
                 if "info" in header and "tasks" in header:
                     run = run or _Run(session, state, meta_path, header, agent)
-                    run.stream(stream.array_items(label="simulations[{}]"))
+                    if not run.stream(stream.array_items(label="simulations[{}]")):
+                        broken = True
+                        break
                 else:
                     stream.skip_value()
                     deferred = True
@@ -147,7 +149,8 @@ def _import_source(session: ImportSession, state: _State, path: Path, url: str |
                 stream.record = key
                 header[key] = stream.read_value()
                 stream.record = None
-        stream.end()
+        if not broken:
+            stream.end()
     if "info" not in header or "tasks" not in header:
         raise SourceFormatError("is not a tau2-bench Results file (it needs info and tasks)", file=str(meta_path))
     run = run or _Run(session, state, meta_path, header, agent)
@@ -156,7 +159,8 @@ def _import_source(session: ImportSession, state: _State, path: Path, url: str |
             stream = JsonStream(fh, str(meta_path), max_value_chars=_MAX_HEADER_CHARS)
             for key in stream.object_keys():
                 if key == "simulations":
-                    run.stream(stream.array_items(label="simulations[{}]"))
+                    if not run.stream(stream.array_items(label="simulations[{}]")):
+                        break
                 else:
                     stream.skip_value()
     index = header.get("simulation_index")
@@ -267,11 +271,15 @@ class _Run:
                 state.planned.add((task_id, self.agent, trial))
         state.trials = max(state.trials, self.num_trials or 0)
 
-    def stream(self, items: Iterator[tuple[int, Any]]) -> None:
+    def stream(self, items: Iterator[tuple[int, Any]]) -> bool:
+        """Map each simulation; False when the stream broke (--keep-going counted its rest as malformed)."""
         session = self.session
+        before = len(session.malformed)
         for i, sim in session.guard(items):
             with session.record():
                 self.simulation(sim, i)
+        after = session.malformed
+        return not (len(after) > before and after[-1].message.endswith("the rest of the file was not read"))
 
     def simulation(self, sim: Any, index: int) -> None:
         probe = StepBuffer("", file=self.file, record=f"simulations[{index}]")
