@@ -113,6 +113,82 @@ def _openhands(into: Path) -> Seed:
     return Seed([path])
 
 
+def _tau2(into: Path) -> Seed:
+    def sim(i: int, reason: str) -> dict:
+        return {"id": f"s{i}", "task_id": f"t{i}", "trial": 0, "seed": i, "timestamp": "2026-01-01T00:00:09",
+                "start_time": "2026-01-01T00:00:00", "end_time": "2026-01-01T00:00:09", "duration": 9.0,
+                "termination_reason": reason, "agent_cost": 0.01, "user_cost": 0.0,
+                "reward_info": {"reward": float(i % 2), "reward_basis": ["DB"], "reward_breakdown": {"DB": float(i % 2)}},
+                "messages": [
+                    {"role": "user", "content": "hi", "turn_idx": 0, "timestamp": "2026-01-01T00:00:01"},
+                    {"role": "assistant", "content": None, "cost": 0.01, "turn_idx": 1,
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+                     "tool_calls": [{"id": "c1", "name": "find", "arguments": {"q": i}, "requestor": "assistant"}]},
+                    {"role": "tool", "id": "c1", "content": "ok", "requestor": "assistant", "error": False}]}
+    doc = {"timestamp": "2026-01-01T00:00:00",
+           "info": {"git_commit": "abc", "num_trials": 1, "max_steps": 30, "max_errors": 10,
+                    "agent_info": {"implementation": "llm_agent", "llm": "m"}, "user_info": {"implementation": "u"},
+                    "environment_info": {"domain_name": "retail"}},
+           "tasks": [{"id": f"t{i}"} for i in range(3)],
+           "simulations": [sim(0, "user_stop"), sim(1, "max_steps"), sim(2, "agent_error")]}
+    path = into / "results.json"
+    path.write_text(json.dumps(doc, indent=1))
+    return Seed([path])
+
+
+def _mini_swe_agent(into: Path) -> Seed:
+    run = into / "run"
+    run.mkdir()
+    (run / "exit_statuses_1.yaml").write_text(
+        "instances_by_exit_status:\n  Submitted:\n  - a\n  LimitsExceeded:\n  - b\n")
+    (run / "preds.json").write_text(json.dumps({i: {"model_name_or_path": "m", "instance_id": i, "model_patch": "d"}
+                                                for i in ("a", "b")}, indent=1))
+    (run / "a").mkdir()
+    (run / "a" / "a.traj.json").write_text(json.dumps({
+        "info": {"model_stats": {"instance_cost": 0.1, "api_calls": 1}, "exit_status": "Submitted", "submission": "d",
+                 "mini_version": "2.0"},
+        "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task"},
+                     {"role": "assistant", "content": "", "tool_calls": [
+                         {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}],
+                      "extra": {"timestamp": 1.7e9, "cost": 0.1,
+                                "response": {"usage": {"prompt_tokens": 5, "completion_tokens": 2}}}},
+                     {"role": "tool", "tool_call_id": "c1", "content": "x",
+                      "extra": {"returncode": 0, "timestamp": 1.7e9 + 1}},
+                     {"role": "exit", "content": "d", "extra": {"exit_status": "Submitted", "submission": "d"}}],
+        "trajectory_format": "mini-swe-agent-1.1", "instance_id": "a"}, indent=1))
+    return Seed([run])
+
+
+def _swe_agent(into: Path) -> Seed:
+    traj = into / "x__y-1.traj"
+    traj.write_text(json.dumps({
+        "environment": "main",
+        "history": [{"role": "system", "content": "s", "agent": "main"},
+                    {"role": "assistant", "content": "look", "agent": "main", "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}]},
+                    {"role": "tool", "content": "out", "agent": "main", "tool_call_ids": ["c1"]}],
+        "trajectory": [{"action": "ls", "observation": "out", "response": "look", "thought": "t", "execution_time": 0.1}],
+        "info": {"exit_status": "submitted", "submission": "diff",
+                 "model_stats": {"instance_cost": 0.1, "tokens_sent": 5, "tokens_received": 2, "api_calls": 1}}}, indent=1))
+    preds = into / "all_preds.jsonl"
+    preds.write_text(json.dumps({"model_name_or_path": "m", "instance_id": "x__y-1", "model_patch": "diff"}) + "\n")
+    return Seed([traj, preds])
+
+
+def _lm_eval(into: Path) -> Seed:
+    run = into / "run"
+    run.mkdir()
+    ts = "2026-01-01T00-00-00.000001"
+    samples = [{"doc_id": i, "doc": {"q": i}, "target": "1", "arguments": {"gen_args_0": {"arg_0": "q?", "arg_1": "1"}},
+                "resps": [[["-1.5", "True"]]], "filtered_resps": [["-1.5", "True"]], "filter": "none",
+                "metrics": ["acc"], "acc": str(float(i % 2))} for i in range(3)]
+    (run / f"samples_demo_{ts}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in samples))
+    (run / f"results_{ts}.json").write_text(
+        '{"results": {"demo": {"acc,none": 0.3333333333333333, "acc_stderr,none": NaN}}, '
+        '"n-samples": {"demo": {"original": 3, "effective": 3}}, "model_name": "m", "lm_eval_version": "0.4"}')
+    return Seed([run])
+
+
 #: format -> writes a valid seed input under the given directory. One entry per importer.
 SEEDS: dict[str, Callable[[Path], Seed]] = {
     "atif": lambda d: Seed([_copy("atif/trajectory.json", d), _copy("atif/trajectories.jsonl", d)],
@@ -124,6 +200,10 @@ SEEDS: dict[str, Callable[[Path], Seed]] = {
     "agentbench": _agentbench,
     "agentlab": _agentlab,
     "openhands": _openhands,
+    "tau2-bench": _tau2,
+    "mini-swe-agent": _mini_swe_agent,
+    "swe-agent": _swe_agent,
+    "lm-eval": _lm_eval,
 }
 
 
