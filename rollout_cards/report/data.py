@@ -9,12 +9,12 @@ Everything returned is plain data; `page.py` turns it into HTML.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -194,13 +194,18 @@ def _max_attempts(card: Card, by: Sequence[str]) -> int:
     return int(pc.max(counts.column("count_all")).as_py() or 1)
 
 
-def _sample_rank(seed: int, episode_id: str) -> bytes:
-    return hashlib.sha256(f"{seed}\x00{episode_id}".encode("utf-8", "surrogatepass")).digest()
+def _priorities(ids: pa.Array, seed: int) -> np.ndarray:
+    """A seeded random priority per episode: numpy's PCG64 permutation laid over the episode
+    ids in sorted order, so it depends only on the set of ids and the seed (not on storage order)."""
+    order = pc.sort_indices(ids).to_numpy()
+    priority = np.empty(len(order), dtype=np.int64)
+    priority[order] = np.random.default_rng(seed).permutation(len(order))
+    return priority
 
 
 def _sample_episodes(card: Card, limits: SampleLimits, seed: int) -> EpisodeSample:
     """Up to `limits.episodes` episodes: first one of every (agent, status) combination,
-    then the rest by the smallest sha256(seed, episode_id) — deterministic, unbiased by order."""
+    then the rest in a seeded random order — deterministic, unbiased by storage order."""
     schema = card.schema("episodes")
     names = [c for c in _EPISODE_COLUMNS if c in schema.names]
     names += [c for c in schema.names if c.split(".", 1)[0] in ("score", "cond", "task")]
@@ -209,24 +214,15 @@ def _sample_episodes(card: Card, limits: SampleLimits, seed: int) -> EpisodeSamp
     status = ids.column("status")
     if pa.types.is_dictionary(status.type):
         status = status.cast(pa.string())
-    ranked = sorted(
-        zip(ids.column("episode_id").to_pylist(), ids.column("agent").to_pylist(), status.to_pylist(), strict=True),
-        key=lambda row: _sample_rank(seed, row[0]),
-    )
-    chosen: list[str] = []
-    seen_cells: set[tuple[Any, Any]] = set()
-    for eid, agent, st in ranked:
-        if (agent, st) not in seen_cells:
-            seen_cells.add((agent, st))
-            chosen.append(eid)
-    picked = set(chosen)
-    for eid, _, _ in ranked:
-        if len(chosen) >= limits.episodes:
-            break
-        if eid not in picked:
-            chosen.append(eid)
-            picked.add(eid)
-    chosen = chosen[: max(limits.episodes, 0)]
+    episode_ids = ids.column("episode_id").combine_chunks()
+    priority = _priorities(episode_ids, seed)
+    cells = pa.table({"agent": ids.column("agent"), "status": status, "priority": priority})
+    firsts = cells.group_by(["agent", "status"]).aggregate([("priority", "min")]).column("priority_min")
+    # Priorities are a permutation of 0..n-1: the episode with priority p is by_priority[p].
+    by_priority = np.argsort(priority)
+    wanted = [*np.sort(firsts.to_numpy()).tolist(), *range(min(total, limits.episodes + len(firsts)))]
+    chosen_pos = list(dict.fromkeys(wanted))[: max(limits.episodes, 0)]
+    chosen = episode_ids.take(pa.array(by_priority[chosen_pos] if chosen_pos else [], pa.int64())).to_pylist()
     rows = card.episodes(columns=names, filter=pc.field("episode_id").isin(chosen)).to_pylist()
     order = {eid: i for i, eid in enumerate(chosen)}
     rows.sort(key=lambda r: order[r["episode_id"]])
@@ -235,7 +231,8 @@ def _sample_episodes(card: Card, limits: SampleLimits, seed: int) -> EpisodeSamp
     rule = (
         f"all {total} episodes" if len(rows) >= total else
         f"{len(rows)} of {total} episodes: one of every (agent, status) combination first, then the "
-        f"smallest sha256(seed={seed}, episode_id); aggregates above use every episode"
+        f"rest in a seeded random order (numpy PCG64 permutation over the sorted episode ids, "
+        f"seed {seed}); aggregates above use every episode"
     )
     return EpisodeSample(total=total, rule=rule, columns=names, rows=rows, steps=steps,
                          truncated_steps=truncated, notes=notes)
