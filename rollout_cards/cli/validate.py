@@ -8,21 +8,30 @@ from typing import Annotated
 
 import typer
 
-from ..validate import render_json, render_text
+from ..validate import render_text
 from ..validate import validate as validate_card
-from . import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, app, run
-
-_EXIT = {"valid": EXIT_OK, "invalid": EXIT_INVALID, "internal-error": EXIT_INTERNAL}
+from ..validate.ci_output import (
+    combined_exit,
+    ignore_codes,
+    render_github,
+    render_json_many,
+    render_markdown,
+)
+from . import EXIT_INTERNAL, app, fail, run
 
 
 class ReportFormat(StrEnum):
     text = "text"
     json = "json"
+    github = "github"
+    markdown = "markdown"
 
 
 @app.command()
 def validate(
-    card: Annotated[Path, typer.Argument(exists=True, help="Card directory or packed .rcard file.")],
+    cards: Annotated[
+        list[Path], typer.Argument(exists=True, help="Card directories or packed .rcard files (one or more).", metavar="CARD...")
+    ],
     format: Annotated[ReportFormat, typer.Option("--format", "-f", help="Report format.")] = ReportFormat.text,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings make the card invalid.")] = False,
     no_replay: Annotated[bool, typer.Option("--no-replay", help="Do not recompute reported numbers.")] = False,
@@ -35,13 +44,35 @@ def validate(
     signature: Annotated[
         Path | None, typer.Option("--signature", help="The signature file (default: <card>.sig).")
     ] = None,
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option("--ignore", help="Leave findings of this code out of the verdict (listed as ignored); repeatable."),
+    ] = None,
 ) -> None:
     """Check a card: layout, manifest, integrity, tables, plan coverage, drops and rules.
 
-    Exit code 0 when valid (warnings allowed unless --strict), 1 when invalid, 2 on a
-    usage error or an internal failure of the validator.
+    Exit code 0 when every card is valid (warnings allowed unless --strict), 1 when one is
+    invalid, 2 on a usage error or an internal failure of the validator. --format github
+    prints workflow annotations, --format markdown a job summary (docs/validation.md).
     """
-    report = run(validate_card, card, replay=not no_replay, max_findings=max_findings, strict=strict,
-                 public_key=pubkey, signature=signature)
-    typer.echo(render_json(report) if format is ReportFormat.json else render_text(report), nl=False)
-    raise typer.Exit(_EXIT[report.outcome])
+    if pubkey is not None and signature is not None and len(cards) > 1:
+        fail("--signature names one file; with several cards each uses CARD.sig", EXIT_INTERNAL)
+    reports = []
+    for card in cards:
+        report = run(validate_card, card, replay=not no_replay, max_findings=max_findings, strict=strict,
+                     public_key=pubkey, signature=signature)
+        try:
+            reports.append(ignore_codes(report, ignore or ()))
+        except KeyError as exc:
+            fail(f"--ignore: unknown finding code {exc.args[0]} (the codes are listed in docs/validation.md)",
+                 EXIT_INTERNAL)
+    if format is ReportFormat.json:
+        text = render_json_many(reports)
+    elif format is ReportFormat.github:
+        text = render_github(reports)
+    elif format is ReportFormat.markdown:
+        text = render_markdown(reports)
+    else:
+        text = "".join(render_text(r) for r in reports)
+    typer.echo(text, nl=False)
+    raise typer.Exit(combined_exit(reports))

@@ -227,6 +227,8 @@ class Report(BaseModel):
     """The per-code cap that was requested (None: only the hard cap applies)."""
     checks: list[CheckRun] = Field(default_factory=list)
     """Every check, in the order run, with its status."""
+    ignored: dict[str, int] = Field(default_factory=dict)
+    """Code -> findings left out of the verdict because the caller asked (`--ignore CODE`)."""
 
     @property
     def capped(self) -> bool:
@@ -396,6 +398,8 @@ def render_text(report: Report) -> str:
         lines.append(f"  {f.severity.value:<7} {f.code:<{width}}  {f.location}: {f.message}")
     for code, n in report.omitted.items():
         lines.append(f"  ... {n} more {code} finding(s) not listed (cap {report.max_findings or HARD_CAP} per code)")
+    for code, n in report.ignored.items():
+        lines.append(f"  [ignored] {n} {code} finding(s) left out of the verdict (--ignore {code})")
     for check in report.checks:
         if check.status in ("skipped", "crashed") or check.note:
             lines.append(f"  [{check.status}] {check.name}" + (f": {check.note}" if check.note else ""))
