@@ -30,7 +30,7 @@ class ReportFormat(StrEnum):
 @app.command()
 def validate(
     cards: Annotated[
-        list[Path], typer.Argument(exists=True, help="Card directories or packed .rcard files (one or more).", metavar="CARD...")
+        list[Path], typer.Argument(exists=True, help="Card directories or packed .rcard files (one or more).")
     ],
     format: Annotated[ReportFormat, typer.Option("--format", "-f", help="Report format.")] = ReportFormat.text,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings make the card invalid.")] = False,
