@@ -15,13 +15,16 @@ a time. One episode per sample and epoch:
 | `sample.error`                        | status `error`, `error_message`, `error_traceback`, `error_type` (from the traceback) |
 | `sample.limit`                        | status `limit`, `error_message` = "<type> limit of <limit>" |
 | otherwise                             | status `completed`                                     |
-| `sample.scores[s].value`              | `score.<s>` (Inspect's value_to_float: C 1, P 0.5, I/N 0, yes/true 1, no/false 0, numbers as they are; a dict value gives `score.<s>.<key>`); the Score objects as JSON in `meta.scores` |
-| `sample.model_usage`                  | `input_tokens`, `output_tokens`, `total_tokens` (summed over models) |
+| `sample.scores[s].value`              | `score.<s>` (Inspect's value_to_float: C 1, P 0.5, I/N 0, yes/true 1, no/false 0, numbers and numeric strings as they are, NaN null = unscored, anything else 0; a dict value gives `score.<s>.<key>`); the Score objects as JSON in `meta.scores` |
+| `sample.model_usage`                  | `input_tokens`, `output_tokens`, `total_tokens` (summed over models), `cost_usd` (total_cost), cache/reasoning tokens in `meta.*` |
+| `events_data` / `message_pool`, `error_retries` | `meta.message_pool`, `meta.call_pool`; `error` steps |
 | `sample.input`, `target`, `choices`, `metadata` | `task.input`, `task.target`, `task.choices`, `task.metadata` (JSON text unless text) |
 | `sample.events` (or `messages` without events) | steps (see `inspect_events`)                  |
 | `sample.attachments`, `messages` (with events), other fields | `meta.attachments`, `meta.messages`, `meta.sample` (JSON) |
 | `eval.task/version/revision`, `packages`, `model` | provenance environment, packages, agents |
-| `results.scores[].metrics` accuracy/mean | rule `inspect.<task>.<score>.<metric>` with the log's value as `reported` |
+| `results.scores[].metrics` accuracy/mean | rule `inspect.<task>.<score>.<metric>[.<reducer>]`, counting as Inspect counts (see `_declare_rules`), the log's value and scored_samples as `reported` |
+
+The full table, with every field kept or declared, is in docs/importers.md.
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ def rule_document(
     doc["aggregate"] = dict(aggregate)
     if reported:
         doc["reported"] = [
-            {"group": dict(r["group"]), "value": r["value"], "tolerance": r.get("tolerance", TOLERANCE)}
+            {"group": dict(r["group"]), "value": r["value"], "tolerance": r.get("tolerance", TOLERANCE),
+             **{k: r[k] for k in ("n", "ci_low", "ci_high") if r.get(k) is not None}}
             for r in reported
         ]
     return doc

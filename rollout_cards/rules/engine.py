@@ -336,7 +336,7 @@ def _observations(
         unit = factorize(obs, plan.unit)
         _check_units(unit, plan.unit, file)
         pairs = np.unique(key * max(1, unit.size) + unit.codes).size
-        if pairs != reduced.keys.size:
+        if pairs != reduced.keys.size + reduced.short:  # short: keys left out by reduce.short
             raise RuleError(
                 f"unit {'+'.join(plan.unit)} takes several values within one reduce group "
                 f"(by {'+'.join(spec.by)}); after a reduce the unit must be constant per reduce "

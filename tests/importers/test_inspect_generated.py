@@ -1,0 +1,98 @@
+"""Logs written by inspect-ai's own eval() (tests/importers/inspect_runs.py), imported and
+compared number by number with what `inspect_ai.log.read_eval_log` says Inspect computed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("inspect_ai", reason="the Inspect comparison tests need the `inspect` extra (inspect-ai)")
+
+from inspect_ai.log import read_eval_log  # noqa: E402
+
+import rollout_cards as rc  # noqa: E402
+from tests.importers.conftest import assert_valid, run_import  # noqa: E402
+from tests.importers.inspect_runs import run  # noqa: E402
+
+
+@pytest.fixture(scope="module", params=["eval", "json"])
+def logs(request, tmp_path_factory):
+    labels = None if request.param == "eval" else ["reducers"]  # the .json recorder: one run is enough
+    return request.param, run(tmp_path_factory.mktemp(f"inspect-{request.param}"), request.param, labels)
+
+
+def _replayed(card) -> dict[str, float]:
+    report = rc.rescore(card)
+    out = {}
+    for run_ in report.runs:
+        for result in run_.results:
+            if result.stratum is None:
+                out[run_.rule] = result.value
+    return out
+
+
+def _inspect_metrics(path) -> list[tuple[str, str | None, str, float, int]]:
+    """(score name, reducer, metric, value, scored samples) of every accuracy/mean Inspect reports."""
+    log = read_eval_log(str(path))
+    return [(s.name, s.reducer, key, m.value, s.scored_samples) for s in log.results.scores
+            for key, m in s.metrics.items() if m.name in ("accuracy", "mean")]
+
+
+def test_every_inspect_metric_is_a_rule_that_replays_it(logs, tmp_path):
+    fmt, paths = logs
+    for label, path in paths.items():
+        result, card = run_import("inspect", [path], tmp_path / f"{fmt}-{label}")
+        assert_valid(result.path)  # reported values and n replay
+        replayed = _replayed(card)
+        declared = {r["rule"]: r["reported"][0] for r in result.rules}
+        expected = _inspect_metrics(path)
+        assert expected and len(declared) == len(expected), (label, sorted(declared))
+        task = read_eval_log(str(path), header_only=True).eval.task
+        several = {n for n, r, *_ in expected if sum(1 for m in expected if m[0] == n) > 1}
+        for name, reducer, metric, value, scored in expected:
+            rule = f"inspect.{task}.{name}.{metric}" + (f".{reducer}" if name in several and reducer else "")
+            rule = rule.replace("-", "_") if rule not in declared else rule
+            assert rule in declared, (rule, sorted(declared))
+            assert declared[rule]["value"] == value and declared[rule]["n"] == scored
+            assert math.isclose(replayed[rule], value, rel_tol=1e-12, abs_tol=1e-12), (rule, replayed[rule], value)
+
+
+def test_scores_per_sample_match_inspects_samples(logs, tmp_path):
+    """Each episode's score columns are value_to_float of the sample's Score, NaN as null."""
+    from inspect_ai.scorer import value_to_float
+
+    to_float = value_to_float()
+    fmt, paths = logs
+    path = paths["reducers"]
+    _, card = run_import("inspect", [path], tmp_path / "card")
+    rows = {(r["task_id"].split("/")[-1], r["trial"] + 1): r for r in card.episodes().to_pylist()}
+    log = read_eval_log(str(path))
+    seen_nan = seen_error = 0
+    for sample in log.samples:
+        row = rows[(str(sample.id), sample.epoch)]
+        seen_error += row["status"] == "error"
+        for name, score in (sample.scores or {}).items():
+            values = score.value.items() if isinstance(score.value, dict) else [(None, score.value)]
+            for key, value in values:
+                column = f"score.{name}" if key is None else f"score.{name}.{key}"
+                got = to_float(value)
+                if math.isnan(got):
+                    seen_nan += 1
+                    assert row[column] is None
+                else:
+                    assert row[column] == got
+    assert seen_nan and seen_error  # the run has both an unscored and an errored sample-epoch
+
+
+def test_errors_limits_and_score_on_error_are_counted_as_inspect_counts(logs, tmp_path):
+    fmt, paths = logs
+    if fmt != "eval":
+        pytest.skip("the .eval runs cover these")
+    statuses = {}
+    for label in ("score_on_error", "limits"):
+        result, _ = run_import("inspect", [paths[label]], tmp_path / label)
+        statuses[label] = result.statuses
+    log = read_eval_log(str(paths["limits"]))
+    assert statuses["limits"].get("limit") == sum(1 for s in log.samples if s.limit is not None and not s.error)
+    assert statuses["score_on_error"].get("error") == 1
