@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rollout_cards.errors import RuleError
@@ -19,6 +19,7 @@ _rows = st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0.0, 1.0, 0.5, 2.
 
 
 @pytest.mark.parametrize("how", ["mean", "max", "min", "median", "first"])
+@settings(deadline=None)  # flaked at 284 ms on the shared machine; the check is of values, not speed
 @given(rows=_rows)
 def test_reducers_match_python(how, rows):
     keys = np.array([k for k, _ in rows])
@@ -63,6 +64,7 @@ def test_pass_at_k_refuses_scores_that_are_not_zero_or_one():
         reduce_attempts(np.array([1.0, 0.5]), np.array([0, 0]), spec)
 
 
+@settings(deadline=None)  # the machine is shared; the check is of values, not speed
 @given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0.0, 0.5, 1.0])), min_size=1, max_size=40))
 def test_mode_is_counter_most_common_in_attempt_order(rows):
     keys = np.array([k for k, _ in rows])
