@@ -14,6 +14,14 @@ its own, and each the median of `--repeats` runs:
 
 Prints episodes/s and peak RSS of both and their ratios. Targets: >= 2,000
 episodes/s and peak RSS under 1 GB at 20,000 episodes (~400 MB).
+
+    python benchmarks/bench_import.py --inspect          # 3,000-sample Inspect logs (.eval and .json)
+
+With `--inspect` (needs the `inspect` extra) the logs are written by Inspect's own
+eval() (tests/importers/inspect_runs.py); measured against what an Inspect user runs:
+`inspect_ai.log.read_eval_log` of the same file (target: rcard import >= 3x faster),
+and read_eval_log + accuracy of the first scorer against `rcard rescore` of the
+imported card (target: >= 20x faster).
 """
 
 from __future__ import annotations
@@ -83,6 +91,8 @@ def make_source(path: Path, episodes: int, trials: int = 4) -> int:
 def _child(mode: str, source: Path, out: Path) -> dict:
     from rollout_cards.importers import import_source  # module loading is not the import's cost
 
+    if mode.startswith("inspect"):
+        return _inspect_child(mode, source, out)
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
     if mode == "load":
@@ -96,6 +106,59 @@ def _child(mode: str, source: Path, out: Path) -> dict:
         n, steps = result.episodes, result.steps
     seconds = time.perf_counter() - t0
     return {"episodes": n, "steps": steps, "seconds": seconds, "peak_rss_mb": peak_rss_mb()}
+
+
+def _inspect_child(mode: str, source: Path, out: Path) -> dict:
+    import rollout_cards as rc
+    from rollout_cards.importers import import_source
+
+    if mode in ("inspect-read", "inspect-accuracy"):
+        from inspect_ai.log import read_eval_log
+        from inspect_ai.scorer import value_to_float
+
+    if mode == "inspect-import":
+        shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    if mode == "inspect-read":
+        n = len(read_eval_log(str(source)).samples or [])
+    elif mode == "inspect-accuracy":
+        to_float = value_to_float()
+        samples = read_eval_log(str(source)).samples or []
+        values = [to_float(s.scores["exact"].value) for s in samples if s.scores and "exact" in s.scores]
+        n, _accuracy = len(samples), sum(values) / len(values)
+    elif mode == "inspect-import":
+        n = import_source("inspect", [source], out).episodes
+    else:
+        n = len(rc.rescore(rc.open(out)).runs)
+    return {"episodes": n, "steps": None, "seconds": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
+
+
+def _inspect(samples: int, repeats: int) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.importers.inspect_runs import make_log
+
+    work = WORK / "import-inspect"
+    shutil.rmtree(work, ignore_errors=True)
+    for fmt in ("eval", "json"):
+        t0 = time.perf_counter()
+        source = make_log(work / fmt, fmt, samples)
+        out = work / f"card-{fmt}"
+        print(f"\nInspect wrote {source.name}: {source.stat().st_size / 1e6:.1f} MB, {samples} samples "
+              f"({time.perf_counter() - t0:.0f} s); median of {repeats} runs, each in a fresh process")
+        read = _median_runs("inspect-read", source, out, repeats)
+        ours = _median_runs("inspect-import", source, out, repeats)
+        acc = _median_runs("inspect-accuracy", source, out, repeats)
+        rescore = _median_runs("inspect-rescore", source, out, repeats)
+        print(row("", "seconds", "samples/s", "peak RSS MB"))
+        for label, r in (("inspect_ai read_eval_log", read), ("rcard import inspect", ours),
+                         ("read_eval_log + accuracy", acc), ("rcard rescore (all rules)", rescore)):
+            print(row(label, f"{r['seconds']:.3f}", f"{samples / r['seconds']:.0f}", f"{r['peak_rss_mb']:.0f}"))
+        speed, rescore_speed = read["seconds"] / ours["seconds"], acc["seconds"] / rescore["seconds"]
+        print(f"{fmt}: import {speed:.1f}x faster than read_eval_log (target 3x: {'met' if speed >= 3 else 'NOT met'}); "
+              f"rescore {rescore_speed:.1f}x faster than read_eval_log + accuracy "
+              f"(target 20x: {'met' if rescore_speed >= 20 else 'NOT met'})")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 def _median_runs(mode: str, source: Path, out: Path, repeats: int) -> dict:
@@ -114,12 +177,16 @@ def main() -> int:
     parser.add_argument("--format", choices=("tau-bench", *REPLICAS), default="tau-bench",
                         help="tau-bench: synthetic file; tau2-bench / mini-swe-agent: the real files of "
                         "../shared/data/external replicated with new ids, at 5,000 and 20,000 episodes")
+    parser.add_argument("--inspect", action="store_true", help="benchmark Inspect logs instead (inspect extra)")
+    parser.add_argument("--samples", type=int, default=3000, help="samples of the Inspect logs (default 3000)")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "SOURCE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         mode, source, out = args.child
         print(json.dumps(_child(mode, Path(source), Path(out))))
         return 0
+    if args.inspect:
+        return _inspect(args.samples, args.repeats)
 
     if args.format in REPLICAS:
         return replica_bench(args.format, [args.episodes] if args.episodes else [5000, 20000], args.repeats,

@@ -194,14 +194,34 @@ def _log_meta(log: InspectLog) -> dict[str, Any]:
 
 
 def _missing_samples(session: ImportSession, log: InspectLog, planned: int | None) -> None:
-    bad = sum(1 for b in session.malformed if b.file == str(log.path))
-    if planned is not None and log.found + bad < planned:
+    """Declare planned sample-epochs the card lacks, saying truly why: never written to the log,
+    or written but not read (the read stopped at a broken member or stream under --keep-going)."""
+    bad = [b for b in session.malformed if b.file == str(log.path)]
+    seen = log.found + len(bad)
+    if planned is None or seen >= planned:
+        return
+    stopped = any(b.message.endswith("the rest of the file was not read") for b in bad)
+    written = log.members if log.members is not None else None
+    if written is not None and written > seen:  # .eval: the directory says how many samples were written
         session.add_drop(
-            target="episodes", action="unobserved", declaration="source_missing", loss_class="missing_records",
-            reason=f"{log.path.name} (status {log.header.get('status')!r}) plans {planned} sample-epochs but logs "
-            f"{log.found + bad}; the others were never written to the log",
-            count=planned - log.found - bad,
+            target="episodes", action="omitted", declaration="source_malformed", loss_class="malformed_record",
+            reason=f"{log.path.name} holds {written} sample members but {written - seen} of them were not read "
+            "(the read of the archive stopped at an unreadable member, imported with --keep-going)",
+            count=written - seen,
         )
+        seen = written
+    if seen >= planned:
+        return
+    if stopped and written is None:  # .json: the stream broke, so what followed is unknown
+        why = "; they were not read (the file breaks off; see the malformed-record drop) or were never written"
+    else:
+        why = "; the others were never written to the log"
+    session.add_drop(
+        target="episodes", action="unobserved", declaration="source_missing", loss_class="missing_records",
+        reason=f"{log.path.name} (status {log.header.get('status')!r}) plans {planned} sample-epochs but logs "
+        f"{seen}{why}",
+        count=planned - seen,
+    )
 
 
 def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict[str, Any], StepBuffer, int]:

@@ -66,11 +66,18 @@ def message_text(content: Any, attachments: dict[str, str]) -> str | None:
     return json_text(content)
 
 
-def _tokens(usage: Any) -> tuple[int | None, int | None]:
+def _tokens(usage: Any, steps: StepBuffer, where: str) -> tuple[int | None, int | None]:
+    """A model call's input and output tokens; a count that is not a non-negative integer is a
+    source error naming the event (not a silent gap)."""
     if not isinstance(usage, dict):
         return None, None
-    got = [usage.get("input_tokens"), usage.get("output_tokens")]
-    return tuple(v if type(v) is int and v >= 0 else None for v in got)  # type: ignore[return-value]
+    got = []
+    for key in ("input_tokens", "output_tokens"):
+        value = usage.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            raise steps.error(f"{where}.output.usage.{key} is {value!r}, not a non-negative integer")
+        got.append(value)
+    return got[0], got[1]
 
 
 class _Timeline:
@@ -191,7 +198,7 @@ def _model(
     usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
     cost = usage.get("total_cost")
     cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
-    tin, tout = _tokens(usage)
+    tin, tout = _tokens(usage, steps, f"events[{i}]")
     if ev.get("error"):
         line.put("add", t, kind="error", name=_str(ev.get("model")), content=_str(ev["error"]), is_error=True,
                  input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=json_text(ev))

@@ -90,6 +90,8 @@ class InspectLog:
         self.epochs = config.get("epochs") if type(config.get("epochs")) is int else 1
         self.reducers = config.get("epochs_reducer") or ["mean"]
         self.found = 0
+        #: sample members of a .eval archive (None for a .json log, whose count is unknown until read)
+        self.members: int | None = None
         self.resources: list[Any] = []
 
     def close(self) -> None:
@@ -126,7 +128,9 @@ def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> Insp
         for name in members:
             yield name, partial(_member_json, archive, str(path), name)
 
-    return InspectLog(path, "inspect-eval", header, samples())
+    log = InspectLog(path, "inspect-eval", header, samples())
+    log.members = len(members)
+    return log
 
 
 def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:

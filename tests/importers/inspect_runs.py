@@ -116,3 +116,13 @@ def run(tmp: Path, fmt: str = "eval", labels: list[str] | None = None) -> dict[s
                       fail_on_error=False, **options)
         out[label] = Path(log.location)
     return out
+
+
+def make_log(tmp: Path, fmt: str, samples: int) -> Path:
+    """One log of `samples` samples (one epoch, three scorers) written by Inspect (benchmarks)."""
+    _Sim.calls = 0
+    t = Task(dataset=_dataset(samples), solver=[flaky(), generate()], scorer=[exact(), closeness(), parts()],
+             name="rc_bench")
+    (log,) = eval(t, model="rcsim/model", log_dir=str(tmp), log_format=fmt, display="none", fail_on_error=False,
+                  max_samples=200)
+    return Path(log.location)

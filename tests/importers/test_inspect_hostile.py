@@ -1,0 +1,103 @@
+"""Hostile Inspect .eval archives: exit 1 naming the file, the member or sample and the field."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+from typer.testing import CliRunner
+
+from rollout_cards.cli import app
+from tests.importers.conftest import SOURCES
+
+SYNTHETIC = SOURCES / "inspect" / "synthetic.json"
+
+
+def _eval(path, sample_text: str | None = None, header_text: str | None = None) -> None:
+    log = json.loads(SYNTHETIC.read_text())
+    samples = log.pop("samples")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("header.json", header_text if header_text is not None else json.dumps(log))
+        for s in samples:
+            zf.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", json.dumps(s))
+        if sample_text is not None:
+            zf.writestr("samples/9_epoch_1.json", sample_text)
+
+
+def _sample(**changes) -> str:
+    sample = json.loads(SYNTHETIC.read_text())["samples"][0]
+    sample.update(id=9, epoch=1)
+    for name, value in changes.get("scores", {}).items():
+        sample["scores"][name]["value"] = value
+    text = json.dumps(sample)
+    for old, new in changes.get("replace", []):
+        assert old in text
+        text = text.replace(old, new, 1)
+    return text
+
+
+def _import(tmp_path, path):
+    return CliRunner().invoke(app, ["import", "inspect", str(path), "-o", str(tmp_path / "card")])
+
+
+@pytest.mark.parametrize(
+    ("sample", "expected"),
+    [
+        (_sample(replace=[('"input_tokens": 20', '"input_tokens": 1e999')]), "outside the range of a 64-bit float"),
+        (_sample(replace=[('"input_tokens": 20', '"input_tokens": 99999999999999999999999')]), "64-bit range"),
+        (_sample(replace=[('"What is', '"\\ud800What is')]), "lone surrogate"),
+        (_sample(replace=[('"input_tokens": 20', '"input_tokens": "twenty"')]), "input_tokens"),
+        (_sample(replace=[('"epoch": 1', '"epoch": "one"')]), "epoch"),
+        (_sample(scores={"match": float("inf")}), "not a finite number"),  # json.dumps writes Infinity
+    ],
+    ids=["1e999", "big-int", "lone-surrogate", "tokens-wrong-type", "epoch-wrong-type", "infinite-score"],
+)
+def test_hostile_sample_is_exit_1_naming_file_and_member(tmp_path, sample, expected):
+    path = tmp_path / "hostile.eval"
+    _eval(path, sample_text=sample)
+    result = _import(tmp_path, path)
+    assert result.exit_code == 1, result.output
+    assert "hostile.eval" in result.output and "samples/9_epoch_1.json" in result.output
+    assert expected in result.output
+    assert not (tmp_path / "card").exists()
+
+
+def test_a_header_that_inflates_past_its_budget_is_exit_1(tmp_path, monkeypatch):
+    from rollout_cards.importers import inspect_log
+
+    monkeypatch.setattr(inspect_log, "MAX_HEADER_BYTES", 4096)  # the 64 MiB budget, scaled down
+    log = json.loads(SYNTHETIC.read_text())
+    log.pop("samples")
+    log["eval"]["metadata"] = {"pad": " " * 100_000}
+    path = tmp_path / "big-header.eval"
+    _eval(path, header_text=json.dumps(log))
+    result = _import(tmp_path, path)
+    assert result.exit_code == 1 and "header.json" in result.output and "budget" in result.output, result.output
+
+
+def test_nan_anywhere_in_the_header_does_not_make_the_log_unimportable(tmp_path):
+    log = json.loads(SYNTHETIC.read_text())
+    samples = log.pop("samples")
+    log["results"]["scores"][0]["metrics"]["stderr"] = {"name": "stderr", "value": float("nan")}
+    path = tmp_path / "nan.eval"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("header.json", json.dumps(log))  # Python's json writes NaN, as Inspect's recorder does
+        zf.writestr("reductions.json", json.dumps([{"scorer": "match", "samples": [{"value": float("nan")}]}]))
+        for s in samples:
+            zf.writestr(f"samples/{s['id']}_epoch_{s['epoch']}.json", json.dumps(s))
+    result = _import(tmp_path, path)
+    assert result.exit_code == 0, result.output
+
+
+def test_keep_going_does_not_claim_unread_samples_were_never_written(tmp_path):
+    from tests.importers.conftest import run_import
+
+    log = json.loads(SYNTHETIC.read_text())
+    samples = log.pop("samples")
+    whole = json.dumps({**log, "samples": samples})
+    path = tmp_path / "cut.json"  # a .json log that breaks off 40 characters into its second sample
+    path.write_text(whole[: len(json.dumps({**log, "samples": samples[:1]})) + 40])
+    result, card = run_import("inspect", [path], tmp_path / "card", keep_going=True)
+    reasons = " ".join(d.reason for d in card.manifest.drops if d.target == "episodes")
+    assert "were not read" in reasons and "the others were never written" not in reasons
