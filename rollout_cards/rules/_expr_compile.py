@@ -683,6 +683,10 @@ class Emitter:
         convert: Callable[[Any], Any] = {STR: str, FLOAT: float, BOOL: bool, INT: int}[vt]
         value_set = pa.array([convert(v) for v in values], vt)
         x = self.typed(node.operand, vt)
+        if vt == FLOAT:
+            # is_in hashes bits: -0.0 would not find 0.0. Adding +0.0 maps -0.0 to 0.0 (IEEE 754).
+            value_set = pa.array([convert(v) + 0.0 for v in values], vt)
+            x = b.call("add", [x, b.literal(0.0, FLOAT)])
         found = b.call("is_in", [x], pc.SetLookupOptions(value_set, skip_nulls=True))
         found = b.call("if_else", [b.call("is_valid", [x]), found, b.literal(None, BOOL)])
         return b.call("invert", [found]) if node.negate else found

@@ -1156,3 +1156,14 @@ def test_functions_are_documented() -> None:
 
 def test_expression_is_not_constructible_from_python_values() -> None:
     assert isinstance(parse_expression("1"), Expression)
+
+
+def test_negative_zero_is_in_a_list_of_zero() -> None:
+    # Found by test_random_expressions_agree_with_reference: is_in compares float bits, so
+    # -0.0 missed 0 and `not not (x == x and -0.0 in [0])` gave False where Python gives null.
+    table = pa.table({"x": pa.array([None, 1], pa.int64())})
+    for text, want in [("-0.0 in [0]", [True, True]), ("0.0 in [-0.0, 2]", [True, True]),
+                       ("not not (x == x and -0.0 in [0])", [None, True]), ("-0.0 not in [0.0]", [False, False])]:
+        expr = parse_expression(text)
+        assert expr.evaluate(table).to_pylist() == want, text
+        assert ds.dataset(table).to_table(columns={"v": expr.to_arrow(table.schema)})["v"].to_pylist() == want
