@@ -44,6 +44,8 @@ _ZERO = bytes(BLOCK)
 _USTAR_MAGIC = b"ustar\x00"
 _GNU_MAGIC = b"ustar  \x00"
 _MAX_OCTAL_SIZE = 8**11 - 1
+_OTHER_NUMBERS = (("mode", 100, 108), ("uid", 108, 116), ("gid", 116, 124), ("mtime", 136, 148),
+                  ("devmajor", 329, 337), ("devminor", 337, 345))
 # Pax keys we accept: the two we write and metadata that changes nothing we read.
 _PAX_KEYS = frozenset({"path", "size", "mtime", "atime", "ctime", "uid", "gid", "uname", "gname"})
 _KINDS = {
@@ -289,6 +291,10 @@ def scan_members(fd: int, file_size: int, name: str, limits: ArchiveLimits) -> l
         member = _decode(prefix + b"/" + raw_name if prefix else raw_name)
         typeflag = block[156:157]
         size = _number(block[124:136], "size", member)
+        # The fields we do not use must still be numbers: a reader that rejects such a header
+        # (Python's tarfile stops at it) would see fewer members than we do.
+        for what, start, end in _OTHER_NUMBERS:
+            _number(block[start:end], what, member)
         data_offset = pos + BLOCK
         if pax is not None:
             member = pax.get("path", member)

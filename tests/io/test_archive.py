@@ -377,3 +377,20 @@ def test_created_after_2242_packs_a_pax_mtime_that_gnu_tar_reads(synthetic_copy:
     if shutil.which("tar") is not None:
         listing = subprocess.run(["tar", "--full-time", "-tvf", str(out)], check=True, capture_output=True, text=True)
         assert "9999-12-31" in listing.stdout
+
+
+@pytest.mark.parametrize(("field", "offset"), [("mode", 100), ("uid", 108), ("mtime", 136), ("devmajor", 329)])
+def test_unused_numeric_fields_must_be_octal_too(packed: Path, tmp_path: Path, field: str, offset: int) -> None:
+    # Found by the archive fuzzer: a non-numeric mode made Python's tarfile stop at that
+    # header while our scanner served every member.
+    data = bytearray(packed.read_bytes())
+    size = int(data[124:136].split(b"\x00")[0], 8)
+    at = 512 + size + (-size % 512)  # the second member's header
+    data[at + offset:at + offset + 8] = b"a/./b\x00\x00\x00"
+    data[at + 148:at + 156] = b" " * 8
+    data[at + 148:at + 156] = f"{sum(data[at:at + 512]):06o}".encode() + b"\x00 "
+    bad = tmp_path / "bad.rcard"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(UnsafeArchiveError, match=field) as info:
+        ArchiveSource(bad)
+    assert info.value.rule == "bad-number"
