@@ -4,6 +4,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline anywhere: CI machines are shared and a slow example is not a bug.
+settings.register_profile("rcard", deadline=None)
+settings.load_profile("rcard")
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_CARDS = REPO / "fixtures" / "cards"
