@@ -250,8 +250,8 @@ def test_swe_bench_rules_on_the_deepseek_chat_run(tmp_path):
 
 
 def test_swe_bench_pass_to_pass_rules_on_the_instance_reports(tmp_path):
-    # per-instance tests_status as meta.tests_status (the importer of per-instance
-    # reports is being extended); the values come from the real report.json files
+    # per-instance tests_status as the importer's score.f2p_*/p2p_* counts; the reference
+    # values come from the real report.json files in plain Python
     root = external("swe-bench/harness_deepseek_chat_dev")
     reports = {}
     for path in sorted(root.glob("*/report.json")):
@@ -266,7 +266,14 @@ def test_swe_bench_pass_to_pass_rules_on_the_instance_reports(tmp_path):
                     "status": ["completed"] * len(ids),
                     "agent": ["deepseek-chat"] * len(ids),
                     "score.resolved": [reports[i]["resolved"] for i in ids],
-                    "meta.tests_status": [json.dumps(reports[i].get("tests_status")) for i in ids],
+                    # the columns the swe-bench importer writes from tests_status (docs/importers.md)
+                    **{
+                        f"score.{short}_{outcome}": [
+                            len((reports[i].get("tests_status") or {}).get(cat, {}).get(outcome) or []) for i in ids
+                        ]
+                        for short, cat in (("f2p", "FAIL_TO_PASS"), ("p2p", "PASS_TO_PASS"))
+                        for outcome in ("success", "failure")
+                    },
                 }
             )
         )
