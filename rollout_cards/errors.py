@@ -6,6 +6,7 @@ The library raises only these; the CLI maps them to messages and exit codes.
     ├── CardFormatError            a card's files do not follow the format
     │   ├── ManifestError          card.json is invalid (lists every problem)
     │   ├── UnsupportedFormatError card.json declares a format version we do not read
+    │   ├── IntegrityError         a file read from a card does not match its inventory entry
     │   └── TableSchemaError       a Parquet table does not match the format
     ├── WriterError                the writer API was used in a way the format forbids
     ├── RuleError                  a rule file cannot be read, validated or applied
@@ -26,6 +27,7 @@ __all__ = [
     "CardFormatError",
     "ExpressionError",
     "ImporterError",
+    "IntegrityError",
     "ManifestError",
     "Problem",
     "RedactionSpecError",
@@ -72,6 +74,17 @@ class ManifestError(CardFormatError):
 
 class UnsupportedFormatError(CardFormatError):
     """card.json declares a format version this library does not read."""
+
+
+class IntegrityError(CardFormatError):
+    """A file read from a card differs from (or is absent from) card.json's inventory;
+    `file` names it, `expected` and `actual` are the sha256 digests when both are known."""
+
+    def __init__(self, message: str, *, file: str, expected: str | None = None, actual: str | None = None):
+        self.file = file
+        self.expected = expected
+        self.actual = actual
+        super().__init__(message)
 
 
 class TableSchemaError(CardFormatError):

@@ -25,13 +25,24 @@ class InfoFormat(StrEnum):
 def info(
     card: Annotated[Path, typer.Argument(help="Card directory or packed .rcard file.")],
     format: Annotated[InfoFormat, typer.Option("--format", "-f", help="Output format.")] = InfoFormat.text,
+    no_verify_digests: Annotated[
+        bool, typer.Option("--no-verify-digests", help="Read the tables without checking them against the inventory.")
+    ] = False,
 ) -> None:
     """Summarize a card: identity, scope, episodes per agent and status, rules, drops."""
-    summary = run(lambda: summarize(open_card(card)))
+    summary = run(_summary, card, not no_verify_digests)
     if format is InfoFormat.json:
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
     else:
         typer.echo(render_text(summary), nl=False)
+
+
+def _summary(path: Path, verify: bool) -> dict:
+    card = open_card(path, verify=verify)
+    card.verify_all(wait=False)  # hashed while the summary is read
+    summary = summarize(card)
+    card.verify_all()
+    return summary
 
 
 @app.command()

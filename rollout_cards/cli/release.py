@@ -74,12 +74,16 @@ def card_command(
     check: Annotated[Path | None, typer.Option("--check", help="Check this existing README instead.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output file.")] = False,
     into: Annotated[bool, typer.Option("--into", help="Write it as CARD/README.md and list it in the card's inventory (the Hugging Face layout).")] = False,
+    no_verify_digests: Annotated[
+        bool, typer.Option("--no-verify-digests", help="Read the tables without checking them against the inventory.")
+    ] = False,
 ) -> None:
     """Generate a dataset card (README.md with Hugging Face front matter) and check its front matter.
 
     Example: rcard card out/card --into   (then: rcard validate out/card)
     """
-    result = run(dataset_card.write_dataset_card, card, output, check=check, overwrite=overwrite, into=into)
+    result = run(dataset_card.write_dataset_card, card, output, check=check, overwrite=overwrite, into=into,
+                 verify=not no_verify_digests)
     if into:
         typer.echo(f"wrote {card}/README.md and listed it in {card}/card.json")
     elif output is None and check is None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from ..io.reader import open_card
 from ..rules.library import library_rule, library_rules, render_library, render_rule_yaml
 from ..rules.render import render
 from ..rules.rescore import rescore as rescore_card
@@ -57,14 +58,18 @@ def rescore(
     adjust: Annotated[
         Adjustment, typer.Option("--adjust", help="p-value adjustment over every printed comparison.")
     ] = Adjustment.holm,
+    no_verify_digests: Annotated[
+        bool, typer.Option("--no-verify-digests", help="Read the tables without checking them against the inventory.")
+    ] = False,
 ) -> None:
     """Replay the card's rules and alternative rules on the same episodes: headlines per
     group, paired differences against the declared rules (with p-values adjusted as one
     family), rank changes (flips inside the noise labelled), and ranks with intervals."""
     report = run(
-        rescore_card,
+        _rescore,
         card,
         list(rule or []),
+        not no_verify_digests,
         seed=seed,
         against=list(against or []) or None,
         pair_on=list(pair_on or []) or None,
@@ -93,3 +98,11 @@ def rules(
         typer.echo(render_rule_yaml(entry), nl=False)
         return
     typer.echo(render_library(entries, format.value), nl=False)
+
+
+def _rescore(path: Path, rules: list[Path], verify: bool, **options: Any):
+    card = open_card(path, verify=verify)
+    card.verify_all(wait=False)  # hashed while the rules run; nothing is printed before it is done
+    report = rescore_card(card, rules, **options)
+    card.verify_all()
+    return report

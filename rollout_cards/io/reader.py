@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 from ..errors import CardFormatError
 from ..model.card import CardManifest, TableRef
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column
+from .integrity import FileVerifier
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 
 __all__ = ["Card", "CardSource", "DirectorySource", "Entry", "open_card", "safe_relative"]
@@ -165,11 +166,20 @@ class DirectorySource:
 
 
 class Card:
-    """A rollout card opened for reading. Get one from `rollout_cards.open()`."""
+    """A rollout card opened for reading. Get one from `rollout_cards.open()`.
 
-    def __init__(self, source: CardSource, manifest: CardManifest):
+    With `verify` (the default) every file read is first checked against card.json's
+    inventory (size and sha256, see `io.integrity`): a table part is hashed once, in the
+    background, when its table is first touched, and no table, batch or text is returned
+    before its file verified; a mismatch raises `IntegrityError`. `verify=False` reads
+    the files unchecked (for a card whose digests were just checked, e.g. by `validate`).
+    """
+
+    def __init__(self, source: CardSource, manifest: CardManifest, *, verify: bool = True):
         self.source = source
         self.manifest = manifest
+        self.verify = verify
+        self._verifier = FileVerifier(source, manifest, source.name) if verify else None
         self._datasets: dict[str, ds.Dataset] = {}
 
     def __repr__(self) -> str:
@@ -201,6 +211,8 @@ class Card:
                 safe_relative(rel)
                 if check is not None:
                     check(rel)
+                if self._verifier is not None:
+                    self._verifier.start(rel)
             fs, base = self.source.filesystem()
             try:
                 paths = [f"{base}/{rel}" for rel in ref.paths]
@@ -214,8 +226,35 @@ class Card:
                     dataset = ds.dataset(paths, format="parquet", filesystem=fs, schema=schema)
                 self._datasets[table] = dataset
             except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+                self._verified(table)  # a changed file is named as such, not as unreadable
                 raise self._unreadable(table, exc) from None
         return self._datasets[table]
+
+    def verify_all(self, *, wait: bool = True) -> None:
+        """Check every table part and rule file against the inventory, whether read or not
+        (what `rcard info`, `rescore` and `card` do before printing). With `wait=False` the
+        hashing only starts, in the background; call again to wait for it. No-op with verify=False."""
+        if self._verifier is None:
+            return
+        tables = self.manifest.tables
+        paths = [*tables.episodes.paths, *tables.steps.paths, *(r.path for r in self.manifest.rules)]
+        for rel in paths:
+            self._verifier.start(rel)
+        if wait:
+            for rel in paths:
+                self._verifier.wait(rel)
+
+    def verify_file(self, rel: str) -> None:
+        """Check one file of the card against the inventory now, once (no-op with verify=False);
+        for code that reads a table part itself rather than through `episodes()`/`steps()`."""
+        if self._verifier is not None:
+            self._verifier.wait(rel)
+
+    def _verified(self, table: str) -> None:
+        """Wait until every part of `table` matched the inventory (IntegrityError otherwise)."""
+        if self._verifier is not None:
+            for rel in getattr(self.manifest.tables, table).paths:
+                self._verifier.wait(rel)
 
     def _unreadable(self, table: str, exc: BaseException) -> CardFormatError:
         detail = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
@@ -263,12 +302,17 @@ class Card:
         selected = self._columns(table, columns)
         try:
             result = dataset.to_table(columns=selected, filter=self._filter(table, where))
+        except (pa.ArrowException, OSError) as exc:
+            self._verified(table)  # a tampered file is named as such, not as unreadable
+            raise self._unreadable(table, exc) from None
+        self._verified(table)
+        try:
             # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
             # check on read; catch them here rather than deep inside whoever uses the values.
             result.validate(full=True)
-            return result
         except (pa.ArrowException, OSError) as exc:
             raise self._unreadable(table, exc) from None
+        return result
 
     def iter_episodes(
         self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536
@@ -287,6 +331,7 @@ class Card:
     ) -> Iterator[pa.RecordBatch]:
         dataset = self.dataset(table)
         selected = self._columns(table, columns)
+        verified = False
         try:
             for batch in dataset.to_batches(
                 columns=selected,
@@ -295,10 +340,16 @@ class Card:
                 batch_readahead=2,
                 fragment_readahead=1,
             ):
+                if not verified:  # the first batch was decoded while the parts were hashed
+                    self._verified(table)
+                    verified = True
                 batch.validate(full=True)
                 yield batch
         except (pa.ArrowException, OSError) as exc:
+            self._verified(table)
             raise self._unreadable(table, exc) from None
+        if not verified:
+            self._verified(table)
 
     def episode_steps(self, episode_id: str, columns: Sequence[str] | None = None) -> pa.Table:
         """The steps of one episode, in `seq` order."""
@@ -312,8 +363,10 @@ class Card:
         return {ref.id: self.read_text(ref.path) for ref in self.manifest.rules}
 
     def read_text(self, rel: str, *, limit: int = 1024 * 1024) -> str:
-        """A UTF-8 text file of the card (rules, README), size-capped."""
+        """A UTF-8 text file of the card (rules, README), size-capped, checked against the inventory."""
         data = self.source.read_bytes(rel, limit=limit)
+        if self._verifier is not None:
+            self._verifier.check_bytes(rel, data)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
@@ -323,11 +376,17 @@ class Card:
         """The bytes of artifacts/<sha256>."""
         if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
             raise CardFormatError(f"{sha256[:80]!r} is not a sha256 hex digest")
-        return self.source.read_bytes(f"artifacts/{sha256}", limit=limit)
+        rel = f"artifacts/{sha256}"
+        data = self.source.read_bytes(rel, limit=limit)
+        return self._verifier.check_bytes(rel, data) if self._verifier is not None else data
 
 
-def open_card(path: str | os.PathLike[str]) -> Card:
-    """Open a card directory (or a packed card file, once a reader for it is registered)."""
+def open_card(path: str | os.PathLike[str], *, verify: bool = True) -> Card:
+    """Open a card directory or a packed `.rcard` file; only card.json is read now.
+
+    With `verify` (the default) every file later read is checked against card.json's
+    inventory first (see `Card`); `verify=False` is the explicit opt-out.
+    """
     root = Path(path)
     if root.is_dir():
         source: CardSource = DirectorySource(root)
@@ -342,4 +401,4 @@ def open_card(path: str | os.PathLike[str]) -> Card:
             f"{root} is an unfinished card (its writer did not close it); finish it with `rcard recover {root}`"
         )
     data = source.read_bytes("card.json", limit=MAX_MANIFEST_BYTES)
-    return Card(source, parse_manifest(data, f"{source.name}/card.json"))
+    return Card(source, parse_manifest(data, f"{source.name}/card.json"), verify=verify)

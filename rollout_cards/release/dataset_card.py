@@ -318,12 +318,13 @@ class DatasetCard:
 
 def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
                        check: str | os.PathLike[str] | None = None, overwrite: bool = False,
-                       into: bool = False) -> DatasetCard:
+                       into: bool = False, verify: bool = True) -> DatasetCard:
     """Render (and check) the dataset card of the card at `src`; write it to `out` when given.
 
     With `check`, the existing README at that path is checked instead of a new one rendered.
     With `into`, it is written as the card's own README.md (the Hugging Face layout) and listed
-    in the card's inventory, so the card still validates.
+    in the card's inventory, so the card still validates. `verify=False` reads the card's
+    tables without checking them against its inventory.
     """
     if into:
         if out is not None or check is not None:
@@ -334,12 +335,16 @@ def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] 
         out = root / "README.md"
     if out is not None and os.path.lexists(out) and not overwrite:
         raise RolloutCardError(f"{out} exists; pass --overwrite to replace it")
-    card = open_card(src)
+    card = open_card(src, verify=verify)
+    card.verify_all(wait=False)  # every table and rule file, hashed while the card is rendered
     if check is not None:
         text = read_small_file(check, MAX_README_BYTES, "README", CardFormatError).decode("utf-8", "replace")
-        return DatasetCard(text, check_dataset_card(text, card))
+        result = DatasetCard(text, check_dataset_card(text, card))
+        card.verify_all()
+        return result
     text = render_dataset_card(card, inside=into)
     result = DatasetCard(text, check_dataset_card(text, card))
+    card.verify_all()
     if out is not None:
         if into:
             write_json_atomic(Path(out), text.encode("utf-8"))

@@ -474,6 +474,7 @@ def _rewrite_table(card: Card, table: str, planned: list[_Planned], key: bytes |
     fs, base = card.source.filesystem()
     ref = getattr(card.manifest.tables, table)
     for rel in ref.paths:
+        card.verify_file(rel)
         with fs.open_input_file(f"{base}/{rel}") as fh:
             reader = pq.ParquetFile(fh)
             schema_in = reader.schema_arrow

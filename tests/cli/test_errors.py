@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import sys
 
 from typer.testing import CliRunner
 
 from rollout_cards.cli import app, printable
-from tests.conftest import FIXTURE_CARDS
+from tests.conftest import FIXTURE_CARDS, REPO
+
+sys.path.insert(0, str(REPO / "fixtures"))
+import bad_cards  # noqa: E402
 
 
 def test_control_characters_are_escaped():
@@ -19,6 +23,7 @@ def test_corrupt_table_is_invalid_input_not_an_internal_error(tmp_path):
     card = tmp_path / "card"
     shutil.copytree(FIXTURE_CARDS / "synthetic", card)
     (card / "episodes.parquet").write_bytes(b"not parquet at all" * 100)
+    bad_cards.rehash(card)  # digests match: the table itself is what cannot be read
     spec = tmp_path / "spec.yaml"
     spec.write_text("redact:\n  - target: steps.content\n    action: replace\n    reason: privacy\n")
     for args in (["info", str(card)], ["rescore", str(card)],
@@ -35,6 +40,7 @@ def test_rescore_flags_published_numbers_that_do_not_replay(tmp_path):
     shutil.copytree(FIXTURE_CARDS / "synthetic", card)
     rule = card / "rules" / "synthetic.success_rate.yaml"
     rule.write_text(rule.read_text().replace("value: 0.3925", "value: 0.4925"))
+    bad_cards.rehash(card)
     result = CliRunner().invoke(app, ["rescore", str(card)])
     assert result.exit_code == 0
     assert "1 of 2 published numbers do NOT match" in result.output

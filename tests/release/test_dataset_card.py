@@ -124,6 +124,7 @@ def test_unreadable_rule_is_not_described_with_defaults(synthetic_copy):
 
     rule = synthetic_copy / "rules" / "synthetic.success_rate.yaml"
     rule.write_text(rule.read_text().replace("aggregate:", "agregate:"))
+    refresh_manifest(synthetic_copy)
     text = render_dataset_card(rc.open(synthetic_copy))
     assert "The rule file cannot be read" in text
     assert "independent unit: `episode_id`" not in text
@@ -134,6 +135,7 @@ def test_mismatched_reported_value_is_flagged(synthetic_copy):
 
     rule = synthetic_copy / "rules" / "synthetic.success_rate.yaml"
     rule.write_text(rule.read_text().replace("value: 0.3925", "value: 0.4925"))
+    refresh_manifest(synthetic_copy)
     text = render_dataset_card(rc.open(synthetic_copy))
     assert "0.4925 (does NOT match the recomputation)" in text
 

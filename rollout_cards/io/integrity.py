@@ -1,0 +1,102 @@
+"""Digests checked on read: every file a `Card` reads is compared with card.json's inventory
+before anything read from it is handed out.
+
+A Parquet reader reads a footer and then only the column chunks it needs, in any
+order, so a whole-file sha256 cannot be computed "while reading" (nor would it cover
+the bytes that were skipped). Each table part is therefore hashed once per `Card`,
+streamed 1 MiB at a time, in a background thread that starts when the table is
+first touched; the read proceeds meanwhile (pyarrow releases the GIL, so on two
+cores the hash mostly hides behind decoding), and no table or batch is returned
+before its part verified. Small files (rules, artifacts) are hashed from the bytes
+read, so they are read once.
+
+What this proves: each file matched the inventory when it was hashed. A file changed
+while a card is being read (after its hash, before pyarrow reads a chunk) is not
+detected; nor is an inventory edited together with card.json — that is what the
+root digest and signatures are for (docs/release.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from ..errors import IntegrityError
+from ..model.card import CardManifest, FileEntry
+from .hashing import sha256_stream
+
+__all__ = ["FileVerifier"]
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-verify")
+        return _POOL
+
+
+class FileVerifier:
+    """Checks files of one card against its inventory, each at most once.
+
+    `source` is the card's `CardSource`, `card` its name in messages. A failed check
+    raises `IntegrityError` (a `CardFormatError`) naming the file, both digests
+    and the fix, every time that file is asked for again.
+    """
+
+    def __init__(self, source: object, manifest: CardManifest, card: str):
+        self._source = source
+        self._card = card
+        self._listed: dict[str, FileEntry] = {f.path: f for f in manifest.inventory.files}
+        self._lock = threading.Lock()
+        self._pending: dict[str, Future[None]] = {}
+
+    def start(self, rel: str) -> None:
+        """Begin verifying `rel` in the background (no-op when begun already)."""
+        with self._lock:
+            if rel not in self._pending:
+                self._pending[rel] = _pool().submit(self._hash_file, rel)
+
+    def wait(self, rel: str) -> None:
+        """Block until `rel` is verified; raise IntegrityError if it does not match."""
+        self.start(rel)
+        self._pending[rel].result()
+
+    def check_bytes(self, rel: str, data: bytes) -> bytes:
+        """`data`, the content just read of `rel`, if it matches the inventory."""
+        entry = self._entry(rel)
+        self._compare(entry, hashlib.sha256(data).hexdigest(), len(data))
+        return data
+
+    def _entry(self, rel: str) -> FileEntry:
+        entry = self._listed.get(rel)
+        if entry is None:
+            raise IntegrityError(
+                f"{self._card}: {rel} is not listed in card.json's inventory, so its content cannot be "
+                f"checked; run `rcard validate {self._card}`, or open the card with verify=False "
+                "(--no-verify-digests) to read it unchecked", file=rel)
+        return entry
+
+    def _hash_file(self, rel: str) -> None:
+        entry = self._entry(rel)
+        with self._source.open_binary(rel) as fh:  # type: ignore[attr-defined]
+            # One byte more than listed: a longer file must not pass as its prefix.
+            digest, size = sha256_stream(fh, limit=entry.bytes + 1)
+        self._compare(entry, digest, size)
+
+    def _compare(self, entry: FileEntry, digest: str, size: int) -> None:
+        if size != entry.bytes:
+            what = f"is {'more than ' if size > entry.bytes else ''}{size:,} bytes, the inventory lists {entry.bytes:,}"
+        elif digest != entry.sha256:
+            what = f"has sha256 {digest[:12]}…, the inventory lists {entry.sha256[:12]}…"
+        else:
+            return
+        raise IntegrityError(
+            f"{self._card}: {entry.path} {what}: the file changed after the card was written (or is "
+            f"corrupt); restore it, run `rcard validate {self._card}` for a full report, or open the card "
+            "with verify=False (--no-verify-digests) to read it unchecked",
+            file=entry.path, expected=entry.sha256, actual=digest)
