@@ -281,13 +281,28 @@ class Card:
         """Arrow schema of a table, read from its Parquet footer."""
         return self.dataset(table).schema
 
-    def _filter(self, table: str, where: Filter) -> pc.Expression | None:
+    def _filter(self, table: str, where: Filter) -> tuple[pc.Expression | None, frozenset[str] | None]:
+        """The filter as an Arrow expression and the columns it reads (None: not known)."""
         if where is None or isinstance(where, pc.Expression):
-            return where
+            return where, None
         from ..rules.expressions import parse_expression
 
         expr = parse_expression(where, key=f"{table} filter")
-        return expr.to_arrow(self.schema(table))
+        return expr.to_arrow(self.schema(table)), expr.names
+
+    def _read_columns(self, table: str, selected: list[str] | None, expr: pc.Expression,
+                      names: frozenset[str] | None) -> list[str] | None:
+        """The columns to read so that `expr` can be evaluated in memory next to `selected`."""
+        if selected is None:
+            return None
+        if names is None:  # an Arrow expression: does it read only selected columns?
+            empty = self.schema(table).empty_table().select(selected)
+            try:
+                empty.filter(expr)
+            except (pa.ArrowException, TypeError):
+                return None
+            return selected
+        return selected + sorted(n for n in names if n not in selected)
 
     def episodes(self, columns: Sequence[str] | None = None, filter: Filter = None) -> pa.Table:
         """The episodes table (or the given columns, of the rows matching `filter`)."""
@@ -300,8 +315,11 @@ class Card:
     def _table(self, table: str, columns: Sequence[str] | None, where: Filter) -> pa.Table:
         dataset = self.dataset(table)
         selected = self._columns(table, columns)
+        if where is not None:
+            schema = dataset.schema if selected is None else pa.schema([dataset.schema.field(c) for c in selected])
+            return pa.Table.from_batches(list(self._batches(table, columns, where, 65_536)), schema)
         try:
-            result = dataset.to_table(columns=selected, filter=self._filter(table, where))
+            result = dataset.to_table(columns=selected)
         except (pa.ArrowException, OSError) as exc:
             self._verified(table)  # a tampered file is named as such, not as unreadable
             raise self._unreadable(table, exc) from None
@@ -329,21 +347,27 @@ class Card:
     def _batches(
         self, table: str, columns: Sequence[str] | None, where: Filter, batch_size: int
     ) -> Iterator[pa.RecordBatch]:
+        # Filters are evaluated here, on decoded batches, never pushed into the Parquet scan:
+        # pushdown prunes and short-cuts row groups by their footer statistics, which nothing
+        # checks (a patched max(seq) made a rule skip the rows it selects). Cards are stored
+        # grouped by episode, so the statistics of kind, name, ... rarely prune anything anyway.
         dataset = self.dataset(table)
         selected = self._columns(table, columns)
+        expr, names = self._filter(table, where)
+        read = selected if expr is None else self._read_columns(table, selected, expr, names)
         verified = False
         try:
             for batch in dataset.to_batches(
-                columns=selected,
-                filter=self._filter(table, where),
-                batch_size=batch_size,
-                batch_readahead=2,
-                fragment_readahead=1,
+                columns=read, batch_size=batch_size, batch_readahead=2, fragment_readahead=1
             ):
                 if not verified:  # the first batch was decoded while the parts were hashed
                     self._verified(table)
                     verified = True
                 batch.validate(full=True)
+                if expr is not None:
+                    batch = batch.filter(expr)
+                    if read != selected:
+                        batch = batch.select(selected) if selected is not None else batch
                 yield batch
         except (pa.ArrowException, OSError) as exc:
             self._verified(table)

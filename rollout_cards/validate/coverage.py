@@ -7,6 +7,12 @@ selector covers the missing keys the selector matches (evaluated over a table of
 the missing keys), a drop without one covers as many as its `count`. With only
 `expected_episodes`, the present episodes plus the drops' counts must reach it.
 
+The grid is never built: the missing keys are counted (grid size minus the distinct
+planned keys present), and enumerated — in chunks, pair by pair, never more than
+`KEY_CHUNK` at a time — only as far as selectors must be evaluated over them or
+findings listed. A 3 KB card.json declaring 270,000 trials took 56 s and 9.6 GB
+when the grid was materialised.
+
 Drops: the target exists, the selector is a boolean expression over the target
 table, `affects` names rules of the card, a filtered drop's selector matches no
 row still present, and a redacted or hashed column holds only markers or nulls
@@ -36,21 +42,50 @@ COVERING = frozenset({DropAction.OMITTED, DropAction.FILTERED, DropAction.SAMPLE
 #: What a redacted cell holds (or a keyed digest starting with HMAC_PREFIX, or null).
 REDACTED_MARKER = "[redacted]"
 HMAC_PREFIX = "hmac-sha256:"
-#: Planned grids larger than this are checked by count only (their keys are not listed).
+#: Missing keys beyond this are not enumerated to evaluate drop selectors over them (skipped with a note).
 MAX_PLAN_GRID = 20_000_000
+#: Missing keys enumerated at a time.
+KEY_CHUNK = 1 << 20
 
 _KEYS = ("task_id", "agent", "trial")
 _HEX64 = "^[0-9a-f]{64}$"
 
 
-def _missing_keys(episodes: pa.Table, tasks: list[str], agents: list[str], trials: int) -> pa.Table:
-    grid = pa.table({
-        "task_id": pa.array(np.repeat(np.array(tasks, dtype=object), len(agents) * trials), pa.string()),
-        "agent": pa.array(np.tile(np.repeat(np.array(agents, dtype=object), trials), len(tasks)), pa.string()),
-        "trial": pa.array(np.tile(np.arange(trials, dtype=np.int64), len(tasks) * len(agents))),
+def _missing_chunks(keys: pa.Table, tasks: list[str], agents: list[str], trials: int):
+    """The planned keys absent from `keys`, as tables of at most KEY_CHUNK rows, in task, agent,
+    trial order (task and agent in the plan's order); memory is bounded by the chunk."""
+    present: dict[tuple[str, str], np.ndarray] = {}
+    grouped = keys.group_by(["task_id", "agent"]).aggregate([("trial", "distinct")])
+    for task, agent, found in zip(*(grouped.column(c).to_pylist() for c in ("task_id", "agent", "trial_distinct")),
+                                  strict=True):
+        present[(task, agent)] = np.unique(np.array([t for t in found if t is not None], dtype=np.int64))
+    pending: list[tuple[str, str, np.ndarray]] = []
+    n = 0
+    for task in tasks:
+        for agent in agents:
+            have = present.get((task, agent), np.zeros(0, dtype=np.int64))
+            for start in range(0, trials, KEY_CHUNK):
+                stop = min(trials, start + KEY_CHUNK)
+                span = np.arange(start, stop, dtype=np.int64)
+                inside = have[(have >= start) & (have < stop)]
+                missing = np.setdiff1d(span, inside, assume_unique=True) if len(inside) else span
+                if len(missing):
+                    pending.append((task, agent, missing))
+                    n += len(missing)
+                if n >= KEY_CHUNK:
+                    yield _key_table(pending)
+                    pending, n = [], 0
+    if pending:
+        yield _key_table(pending)
+
+
+def _key_table(pieces: list[tuple[str, str, np.ndarray]]) -> pa.Table:
+    sizes = [len(t) for _, _, t in pieces]
+    return pa.table({
+        "task_id": pa.array(np.repeat(np.array([p[0] for p in pieces], dtype=object), sizes), pa.string()),
+        "agent": pa.array(np.repeat(np.array([p[1] for p in pieces], dtype=object), sizes), pa.string()),
+        "trial": pa.array(np.concatenate([t for _, _, t in pieces]), pa.int64()),
     })
-    present = episodes.group_by(list(_KEYS)).aggregate([])
-    return grid.join(present, keys=list(_KEYS), join_type="left anti").sort_by([(k, "ascending") for k in _KEYS])
 
 
 def _episode_keys(ctx: CheckContext, state: TableState, with_trial: bool) -> pa.Table:
@@ -115,27 +150,46 @@ def check_plan(ctx: CheckContext) -> None:
     needed = ("task_id", "agent") + (("trial",) if with_trial else ())
     if state is None or not state.has(*needed):
         ctx.skip(f"the episodes table lacks readable {', '.join(needed)} columns")
-    if grid > MAX_PLAN_GRID:
-        ctx.skip(f"the plan's grid has {grid:,} episodes, more than {MAX_PLAN_GRID:,}; it is not enumerated")
     keys = _episode_keys(ctx, state, with_trial)
     tasks, agents, trials = plan.tasks or [], plan.agents or [], plan.trials or 1
-    _unplanned(f, state, keys, tasks, agents, trials)
-    missing = _missing_keys(keys, tasks, agents, trials)
-    uncovered = missing.filter(pa.array(~_covered(missing, drops)))
-    if uncovered.num_rows <= budget:
+    inside = _unplanned(f, state, keys, tasks, agents, trials)
+    planned = keys.filter(pa.array(inside)).group_by(list(_KEYS)).aggregate([])
+    missing = grid - planned.num_rows  # counted, never enumerated to be counted
+    selected = [d for d in drops if _selector(d) is not None]
+    if missing <= budget and not selected:
         return
-    note = f" (drops without a selector account for {budget:,} of {uncovered.num_rows:,})" if budget else ""
-    rows = uncovered.to_pylist()[: f.room("plan-episode-missing")]
-    for row in rows:
+    if selected and missing > MAX_PLAN_GRID:
+        ctx.skip(f"{missing:,} planned episodes are absent, more than {MAX_PLAN_GRID:,}: the drops' selectors "
+                 "are not evaluated over them")
+    room = f.room("plan-episode-missing")
+    shown: list[dict] = []
+    uncovered = missing
+    if selected:
+        uncovered = 0
+        for chunk in _missing_chunks(planned, tasks, agents, trials):
+            left = chunk.filter(pa.array(~_covered(chunk, selected)))
+            uncovered += left.num_rows
+            if len(shown) < room:
+                shown += left.slice(0, room - len(shown)).to_pylist()
+    if uncovered <= budget:
+        return
+    if not shown:
+        for chunk in _missing_chunks(planned, tasks, agents, trials):
+            shown += chunk.slice(0, room - len(shown)).to_pylist()
+            if len(shown) >= room:
+                break
+    note = f" (drops without a selector account for {budget:,} of {uncovered:,})" if budget else ""
+    for row in shown:
         trial = f", trial {row['trial']}" if with_trial else ""
         f.add("plan-episode-missing", f"planned episode (task {excerpt(row['task_id'])}, agent "
               f"{excerpt(row['agent'])}{trial}) is not in the episodes table and no drop covers it{note}; add it "
               "(a failed run is an episode with its status) or declare it in drops", file=MANIFEST, pointer="/plan")
-    f.omit("plan-episode-missing", uncovered.num_rows - len(rows))
+    f.omit("plan-episode-missing", uncovered - len(shown))
 
 
 def _unplanned(f: Findings, state: TableState, keys: pa.Table, tasks: list[str], agents: list[str],
-               trials: int) -> None:
+               trials: int) -> np.ndarray:
+    """Report episodes outside the grid; returns the mask of those inside it."""
     inside = pc.and_(
         pc.and_(pc.is_in(keys.column("task_id"), value_set=pa.array(tasks, pa.string())),
                 pc.is_in(keys.column("agent"), value_set=pa.array(agents, pa.string()))),
@@ -146,6 +200,9 @@ def _unplanned(f: Findings, state: TableState, keys: pa.Table, tasks: list[str],
     report_rows(f, "episode-unplanned", state, outside, "task_id",
                 lambda i: f"episode (task {excerpt(shown[i]['task_id'])}, agent {excerpt(shown[i]['agent'])}, "
                 f"trial {shown[i]['trial']}) is outside the plan's grid; correct the plan or the episode")
+    inside_mask = np.ones(keys.num_rows, dtype=bool)
+    inside_mask[outside] = False
+    return inside_mask
 
 
 def drop_column(drop: Drop) -> tuple[str | None, str | None] | None:
