@@ -188,12 +188,38 @@ class EpisodeScan:
         encoded = _unique_dictionary(call_id)
         cid = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         call_idx = np.flatnonzero(is_call & (cid >= 0))
+        if len(call_idx):
+            self._duplicate_calls(block, rows, code, call_idx, cid, encoded.dictionary)
         if len(res_idx):
             self._orphans(block, rows, code, res_idx, call_idx, cid, encoded.dictionary)
         last_block = block[-1]
         in_last = call_idx[block[call_idx] == last_block]
         issued = set(_names(encoded.dictionary, cid[in_last]))
         self._calls = (self._calls | issued) if last_block == 0 else issued
+
+    def _duplicate_calls(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, call_idx: np.ndarray,
+                         cid: np.ndarray, dictionary: pa.Array) -> None:
+        """tool_calls whose stored call_id an earlier tool_call of the same episode already used:
+        a result could not say which call it answers (the writer and importers store `id#2`)."""
+        width = len(dictionary) + 1
+        keys = code[call_idx] * width + cid[call_idx] + 1
+        order = np.argsort(keys, kind="stable")  # stable: the first use of a key stays first
+        repeat = np.zeros(len(keys), dtype=bool)
+        repeat[order[1:]] = keys[order[1:]] == keys[order[:-1]]
+        carried = np.flatnonzero((block[call_idx] == 0) & ~repeat)  # continuing the episode open before
+        if len(carried) and self._calls:
+            values = _names(dictionary, cid[call_idx[carried]])
+            repeat[carried[[i for i, v in enumerate(values) if v in self._calls]]] = True
+        dup = call_idx[repeat]
+        if not len(dup):
+            return
+        ids = _names(dictionary, cid[dup[: self.f.room("tool-call-id-duplicate")]])
+        report_rows(
+            self.f, "tool-call-id-duplicate", self.state, rows[dup], "call_id",
+            lambda i: f"tool_call reuses call_id {excerpt(ids[i])}, already used by an earlier tool_call of episode "
+            f"{excerpt(self.name_of(int(code[dup[i]])))}; store unique ids (keep the source id in meta, e.g. as "
+            "the writer does: id, id#2, id#3)",
+        )
 
     def _orphans(self, block: np.ndarray, rows: np.ndarray, code: np.ndarray, res_idx: np.ndarray,
                  call_idx: np.ndarray, cid: np.ndarray, dictionary: pa.Array) -> None:

@@ -118,6 +118,7 @@ CODES: dict[str, Code] = {
     "step-seq-not-contiguous": Code(E, "semantics", "an episode's seq values are not 0, 1, 2, ..."),
     "step-time-decreasing": Code(E, "semantics", "a step's time is earlier than the step before it"),
     "tool-result-orphan": Code(E, "semantics", "a tool_result's call_id was issued by no earlier tool_call"),
+    "tool-call-id-duplicate": Code(E, "semantics", "two tool_calls of one episode store the same call_id"),
     "step-parent-invalid": Code(E, "semantics", "a step's parent_seq is not an earlier step, or its depth contradicts it"),
     # coverage and drops
     "plan-episode-missing": Code(E, "coverage", "a planned episode is absent and no drop covers it"),
