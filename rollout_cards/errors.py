@@ -7,6 +7,7 @@ The library raises only these; the CLI maps them to messages and exit codes.
     │   ├── ManifestError          card.json is invalid (lists every problem)
     │   ├── UnsupportedFormatError card.json declares a format version we do not read
     │   ├── IntegrityError         a file read from a card does not match its inventory entry
+    │   ├── DecodeLimitError       a table decodes to more bytes than its budget (a decompression bomb)
     │   └── TableSchemaError       a Parquet table does not match the format
     ├── WriterError                the writer API was used in a way the format forbids
     ├── RuleError                  a rule file cannot be read, validated or applied
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "CardFormatError",
+    "DecodeLimitError",
     "ExpressionError",
     "ImporterError",
     "IntegrityError",
@@ -85,6 +87,10 @@ class IntegrityError(CardFormatError):
         self.expected = expected
         self.actual = actual
         super().__init__(message)
+
+
+class DecodeLimitError(CardFormatError):
+    """A table decodes to more bytes than the budget allows for its size (io.decode)."""
 
 
 class TableSchemaError(CardFormatError):

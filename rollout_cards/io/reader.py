@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 from ..errors import CardFormatError
 from ..model.card import CardManifest, TableRef
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column
+from .decode import DecodeBudget, variable_width
 from .integrity import FileVerifier
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 
@@ -181,6 +182,7 @@ class Card:
         self.verify = verify
         self._verifier = FileVerifier(source, manifest, source.name) if verify else None
         self._datasets: dict[str, ds.Dataset] = {}
+        self._scans: dict[str, tuple[ds.Dataset, set[str], int]] = {}
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -225,10 +227,23 @@ class Card:
                         schema = schema.append(pa.field(col.name, col.type))
                     dataset = ds.dataset(paths, format="parquet", filesystem=fs, schema=schema)
                 self._datasets[table] = dataset
+                self._scans[table] = self._scan_dataset(dataset, paths, fs)
             except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
                 self._verified(table)  # a changed file is named as such, not as unreadable
                 raise self._unreadable(table, exc) from None
         return self._datasets[table]
+
+    @staticmethod
+    def _scan_dataset(dataset: ds.Dataset, paths: list[str], fs: pafs.FileSystem) -> tuple[ds.Dataset, set[str], int]:
+        """The dataset batches are read from: strings and binaries dictionary-encoded (so that a
+        decode budget can be checked before they are expanded, io.decode), the columns so read,
+        and the stored bytes of the table."""
+        expand = {f.name for f in dataset.schema if variable_width(f.type)}
+        schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in expand else f
+                            for f in dataset.schema])
+        fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=sorted(expand)))
+        stored = sum(info.size or 0 for info in fs.get_file_info(paths))
+        return ds.dataset(paths, format=fmt, filesystem=fs, schema=schema), expand, stored
 
     def verify_all(self, *, wait: bool = True) -> None:
         """Check every table part and rule file against the inventory, whether read or not
@@ -315,22 +330,8 @@ class Card:
     def _table(self, table: str, columns: Sequence[str] | None, where: Filter) -> pa.Table:
         dataset = self.dataset(table)
         selected = self._columns(table, columns)
-        if where is not None:
-            schema = dataset.schema if selected is None else pa.schema([dataset.schema.field(c) for c in selected])
-            return pa.Table.from_batches(list(self._batches(table, columns, where, 65_536)), schema)
-        try:
-            result = dataset.to_table(columns=selected)
-        except (pa.ArrowException, OSError) as exc:
-            self._verified(table)  # a tampered file is named as such, not as unreadable
-            raise self._unreadable(table, exc) from None
-        self._verified(table)
-        try:
-            # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
-            # check on read; catch them here rather than deep inside whoever uses the values.
-            result.validate(full=True)
-        except (pa.ArrowException, OSError) as exc:
-            raise self._unreadable(table, exc) from None
-        return result
+        schema = dataset.schema if selected is None else pa.schema([dataset.schema.field(c) for c in selected])
+        return pa.Table.from_batches(list(self._batches(table, columns, where, 65_536)), schema)
 
     def iter_episodes(
         self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536
@@ -355,20 +356,25 @@ class Card:
         selected = self._columns(table, columns)
         expr, names = self._filter(table, where)
         read = selected if expr is None else self._read_columns(table, selected, expr, names)
+        scan, expand, stored = self._scans[table]
+        budget = DecodeBudget(f"{self.source.name}: the {table} table", stored)
         verified = False
         try:
-            for batch in dataset.to_batches(
+            for encoded in scan.to_batches(
                 columns=read, batch_size=batch_size, batch_readahead=2, fragment_readahead=1
             ):
                 if not verified:  # the first batch was decoded while the parts were hashed
                     self._verified(table)
                     verified = True
-                batch.validate(full=True)
-                if expr is not None:
-                    batch = batch.filter(expr)
-                    if read != selected:
-                        batch = batch.select(selected) if selected is not None else batch
-                yield batch
+                # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
+                # check on read; catch them here rather than deep inside whoever uses the values.
+                encoded.validate(full=True)
+                for batch in budget.decode(encoded, dataset.schema, expand):
+                    if expr is not None:
+                        batch = batch.filter(expr)
+                        if read != selected:
+                            batch = batch.select(selected) if selected is not None else batch
+                    yield batch
         except (pa.ArrowException, OSError) as exc:
             self._verified(table)
             raise self._unreadable(table, exc) from None

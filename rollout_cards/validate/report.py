@@ -99,6 +99,7 @@ CODES: dict[str, Code] = {
     # parquet
     "parquet-unreadable": Code(E, "parquet", "a table file is not readable Parquet"),
     "parquet-limit-exceeded": Code(E, "parquet", "a Parquet footer declares sizes beyond the limits"),
+    "parquet-decode-limit": Code(E, "parquet", "a table decodes to far more bytes than it stores (a decompression bomb)"),
     "parquet-metadata-forbidden": Code(E, "parquet", "a Parquet file carries metadata other than the Arrow schema"),
     "table-column-missing": Code(E, "parquet", "a required column is absent"),
     "table-column-type": Code(E, "parquet", "a column has the wrong type"),

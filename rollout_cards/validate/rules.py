@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from ..errors import CardFormatError, ExpressionError, RuleError
+from ..errors import CardFormatError, DecodeLimitError, ExpressionError, RuleError
 from ..io.reader import Card
 from ..rules.loader import parse_rule
 from ..rules.replay import replay_rule
@@ -128,6 +128,9 @@ def check_replay(ctx: CheckContext) -> None:
             checks = replay_rule(card, rule, file=path)
         except RuleError as exc:
             f.add("rule-invalid", _rule_problem(exc), file=path)
+            continue
+        except DecodeLimitError as exc:
+            f.add("parquet-decode-limit", f"replaying rule {excerpt(rule_id)}: {exc}", file=path)
             continue
         except (CardFormatError, pa.ArrowException, OSError) as exc:
             f.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} could not be recomputed: "

@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import DecodeLimitError
+from ..io.decode import DecodeBudget, variable_width
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, StepKind, TerminalStatus
 from .context import CheckContext, TableState
 from .episode_index import EpisodeIndex
@@ -80,8 +82,14 @@ def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_
         ctx.skip(f"the {state.name} table has data that cannot be decoded")
     chunk_rows = chunk_rows or CHUNK_ROWS
     start, pending, n = 0, [], 0
+    # Strings are read dictionary-encoded and expanded only within the decode budget (io.decode).
+    schema = state.schema
+    assert schema is not None
+    expand = {c for c in columns if variable_width(schema.field(c).type)} - set(dictionary)
+    encoded = sorted(expand | {c for c in dictionary if c in columns})
+    budget = DecodeBudget(f"the {state.name} table", sum(ctx.entries[rel].size for rel in state.parts))
     for rel in state.parts:
-        pf = open_parquet(ctx, rel, read_dictionary=[c for c in dictionary if c in columns])
+        pf = open_parquet(ctx, rel, read_dictionary=encoded)
         # One row group at a time: iterating the whole file keeps every pre-buffered column
         # chunk alive until the end, so memory would grow with the file.
         batches = (batch for group in range(pf.metadata.num_row_groups)
@@ -100,11 +108,19 @@ def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_
                 if batch is None:
                     break
                 ahead = reader.submit(_next_checked, batches)
-                pending.append(batch.replace_schema_metadata(None))
-                n += batch.num_rows
-                if n >= chunk_rows // 2:  # a batch of a large row group goes as it is, uncopied
-                    yield start, _table(pending)
-                    start, pending, n = start + n, [], 0
+                try:
+                    pieces = list(budget.decode(batch.replace_schema_metadata(None), schema, expand))
+                except DecodeLimitError as exc:
+                    state.damaged = True
+                    ctx.findings.add("parquet-decode-limit", str(exc), file=rel)
+                    ctx.skip(f"the {state.name} table decodes beyond its budget")
+                for piece in pieces:
+                    pending.append(piece)
+                    n += piece.num_rows
+                    # A batch of a large row group goes as it is, uncopied; a sliced one slice by slice.
+                    if n >= chunk_rows // 2 or len(pieces) > 1:
+                        yield start, _table(pending)
+                        start, pending, n = start + n, [], 0
     if pending:
         yield start, _table(pending)
 

@@ -1,0 +1,106 @@
+"""Decode bombs (issue 9 item 8): a small Parquet file whose dictionary holds one 1 MiB string
+repeated over 3,000 rows decoded to 3 GiB (validate 1.65 GB, replay 1.66 GB, card VALID). Now
+strings are read dictionary-encoded and their plain size checked before they are expanded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import rollout_cards as rc
+from rollout_cards.errors import DecodeLimitError
+from rollout_cards.io import decode
+from tests.conftest import REPO
+from tests.validate.conftest import bad_cards
+
+RULE = """\
+rule: t.mentions
+score: "n > 0"
+features:
+  n: {from: steps, where: "content == 'needle'", agg: count}
+aggregate: {group_by: [agent]}
+reported:
+  - {group: {agent: a}, value: 0.0, tolerance: 0.00005}
+"""
+
+CHILD = """
+import json, resource, sys
+import rollout_cards as rc
+from rollout_cards.errors import DecodeLimitError
+try:
+    rc.open(sys.argv[1]).steps(columns=["content"])
+    read = "read"
+except DecodeLimitError as exc:
+    read = str(exc)
+report = rc.validate(sys.argv[1])
+print(json.dumps({"read": read, "codes": sorted(report.codes()), "valid": report.valid,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def bomb_card(root, rows=3000, value_bytes=1 << 20):
+    card = root / "card"
+    with rc.CardWriter(card, id="bomb", title="decode bomb", timestamps=False) as w:
+        w.add_rule("t.mentions.yaml", text=RULE)
+        with w.episode(task_id="t", agent="a") as ep:
+            for i in range(rows):
+                ep.message("user", f"m{i}")
+    table = pq.read_table(card / "steps.parquet")
+    bomb = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, dtype=np.int32)), pa.array(["x" * value_bytes]))
+    table = table.set_column(table.schema.get_field_index("content"), "content", bomb)
+    pq.write_table(table, card / "steps.parquet", store_schema=False, compression="zstd")
+    bad_cards.rehash(card)
+    return card
+
+
+def test_a_dictionary_bomb_is_refused_by_reader_validator_and_replay_in_bounded_memory(tmp_path):
+    card = bomb_card(tmp_path)
+    assert (card / "steps.parquet").stat().st_size < 64 * 1024
+    out = subprocess.run([sys.executable, "-c", CHILD, str(card)], capture_output=True, text=True, cwd=REPO,
+                         timeout=300, check=True)
+    result = json.loads(out.stdout)
+    assert "decompression bomb" in result["read"] and "'content'" in result["read"]
+    assert not result["valid"] and "parquet-decode-limit" in result["codes"]
+    assert result["rss_mb"] < 700, result
+
+
+def test_cli_exit_1(tmp_path):
+    from typer.testing import CliRunner
+
+    from rollout_cards.cli import app
+
+    card = bomb_card(tmp_path, rows=200)  # 200 MiB: over the budget of a 5 KB file
+    result = CliRunner().invoke(app, ["rescore", str(card)])
+    assert result.exit_code == 1 and "decompression bomb" in result.output
+    result = CliRunner().invoke(app, ["validate", str(card)])
+    assert result.exit_code == 1 and "parquet-decode-limit" in result.output
+
+
+def test_within_the_budget_batches_are_sliced_and_equal_the_plain_decode(monkeypatch):
+    monkeypatch.setattr(decode, "BATCH_DECODED_BYTES", 1000)
+    rng = np.random.default_rng(3)
+    words = pa.array(["a" * int(n) for n in rng.integers(0, 400, 50)] + [None])
+    indices = pa.array(rng.integers(0, 51, 300).astype(np.int32))
+    batch = pa.record_batch({"s": pa.DictionaryArray.from_arrays(indices, words), "i": pa.array(range(300))})
+    schema = pa.schema([("s", pa.string()), ("i", pa.int64())])
+    pieces = list(decode.DecodeBudget("t", 10**9).decode(batch, schema, {"s"}))
+    assert pa.Table.from_batches(pieces).equals(pa.Table.from_batches([batch.cast(schema)]))
+    for piece in pieces:  # each slice under the batch budget, unless it is a single row
+        size = sum(len(v) for v in piece.column("s").to_pylist() if v)
+        assert size <= 1000 or piece.num_rows == 1
+
+
+def test_the_budget_counts_across_batches():
+    budget = decode.DecodeBudget("the t table", 0)
+    one = pa.record_batch({"s": pa.DictionaryArray.from_arrays(pa.array([0] * 1024, pa.int32()), pa.array(["y" * 1024]))})
+    schema = pa.schema([("s", pa.string())])
+    for _ in range(decode.DECODE_FLOOR // (1 << 20)):
+        list(budget.decode(one, schema, {"s"}))
+    with pytest.raises(DecodeLimitError, match="the t table"):
+        list(budget.decode(one, schema, {"s"}))
