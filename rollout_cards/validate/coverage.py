@@ -21,6 +21,8 @@ with a sha256 digest per value in `meta.digest.<column>` (docs/validation.md).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -99,8 +101,14 @@ def _episode_keys(ctx: CheckContext, state: TableState, with_trial: bool) -> pa.
 
 
 def _selector(drop: Drop) -> Expression | None:
+    return _parsed(drop.selector) if drop.selector else None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parsed(selector: str) -> Expression | None:
+    # Parsed once per text: the plan check evaluates selectors over every chunk of missing keys.
     try:
-        return parse_expression(drop.selector) if drop.selector else None
+        return parse_expression(selector)
     except ExpressionError:
         return None  # reported by check_drops
 
@@ -156,7 +164,7 @@ def check_plan(ctx: CheckContext) -> None:
     planned = keys.filter(pa.array(inside)).group_by(list(_KEYS)).aggregate([])
     missing = grid - planned.num_rows  # counted, never enumerated to be counted
     selected = [d for d in drops if _selector(d) is not None]
-    if missing <= budget and not selected:
+    if missing == 0 or (missing <= budget and not selected):
         return
     if selected and missing > MAX_PLAN_GRID:
         ctx.skip(f"{missing:,} planned episodes are absent, more than {MAX_PLAN_GRID:,}: the drops' selectors "
@@ -226,6 +234,7 @@ def check_drops(ctx: CheckContext) -> None:
         ctx.skip("card.json does not validate")
     f = ctx.findings
     rule_ids = {r.id for r in m.rules}
+    filtered: dict[str, list[tuple[int, Drop, Expression]]] = {}
     for k, drop in enumerate(m.drops):
         pointer = f"/drops/{k}"
         for i, rule_id in enumerate(drop.affects):
@@ -250,19 +259,34 @@ def check_drops(ctx: CheckContext) -> None:
             else:
                 check_redaction(ctx, state, drop, pointer, table, column, expr)
         if drop.action is DropAction.FILTERED and drop.count is not None and expr is not None:
-            present = sum(int(pc.sum(pc.cast(expr.evaluate(chunk), pa.int64())).as_py() or 0)
-                          for _, chunk in iter_chunks(ctx, state, sorted(expr.names)))
-            if present:
-                f.add("drop-filtered-inconsistent", f"declares {drop.count:,} filtered row(s), but its selector "
-                      f"matches {present:,} row(s) still in the {table} table; remove them or fix the selector",
-                      file=MANIFEST, pointer=f"{pointer}/selector")
+            filtered.setdefault(table, []).append((k, drop, expr))
+    for table, pending in filtered.items():
+        _check_filtered(ctx, ctx.table_state[table], pending)
+
+
+def _check_filtered(ctx: CheckContext, state: TableState, pending: list[tuple[int, Drop, Expression]]) -> None:
+    """Filtered drops' selectors match no row present: every selector of a table over one scan
+    (20,000 drops took 58 s when each scanned the table on its own)."""
+    columns = sorted(set().union(*(expr.names for _, _, expr in pending)))
+    present = np.zeros(len(pending), dtype=np.int64)
+    for _, chunk in iter_chunks(ctx, state, columns):
+        for i, (_, _, expr) in enumerate(pending):
+            present[i] += int(pc.sum(pc.cast(expr.evaluate(chunk), pa.int64())).as_py() or 0)
+    for (k, drop, _), n in zip(pending, present.tolist(), strict=True):
+        if n:
+            ctx.findings.add("drop-filtered-inconsistent", f"declares {drop.count:,} filtered row(s), but its "
+                             f"selector matches {n:,} row(s) still in the {state.name} table; remove them or fix "
+                             "the selector", file=MANIFEST, pointer=f"/drops/{k}/selector")
 
 
 def _drop_selector(f: Findings, drop: Drop, pointer: str, schema: pa.Schema | None) -> Expression | None:
     if not drop.selector:
         return None
     try:
-        expr = parse_expression(drop.selector, key=f"drops[{pointer.rsplit('/', 1)[1]}].selector")
+        # Parsed once per text (the plan check shares the cache); only a failure is parsed again,
+        # with its key, for the message.
+        expr = _parsed(drop.selector) or parse_expression(drop.selector,
+                                                          key=f"drops[{pointer.rsplit('/', 1)[1]}].selector")
         if schema is not None:
             expr.typecheck(schema, expect="boolean")
         return expr

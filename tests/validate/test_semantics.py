@@ -17,7 +17,7 @@ from rollout_cards.validate import semantics, validate
 from tests.conftest import FIXTURE_CARDS
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-PER_EPISODE = {"step-seq-not-contiguous", "step-time-decreasing", "tool-result-orphan"}
+PER_EPISODE = {"step-seq-not-contiguous", "step-time-decreasing", "tool-result-orphan", "tool-call-id-duplicate"}
 
 
 def write_card(root: Path, episodes: list[dict], steps: list[dict], *, conform: bool = True) -> Path:
@@ -57,6 +57,8 @@ def reference(steps: list[dict]) -> dict[str, set]:
                     out["step-time-decreasing"].add(row)
                 last_t = s["t"]
             if s["kind"] == "tool_call" and s.get("call_id") is not None:
+                if s["call_id"] in issued:
+                    out["tool-call-id-duplicate"].add(row)
                 issued.add(s["call_id"])
             if s["kind"] == "tool_result" and s.get("call_id") not in issued:
                 out["tool-result-orphan"].add(row)
