@@ -107,7 +107,7 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 # Command modules register themselves on `app` when imported.
-_COMMANDS = ("card_commands", "validate", "rescore", "importers", "release", "report", "export", "power")
+_COMMANDS = ("card_commands", "validate", "rescore", "importers", "release", "report", "export", "power", "rliable")
 for _name in _COMMANDS:
     try:
         importlib.import_module(f"{__name__}.{_name}")
