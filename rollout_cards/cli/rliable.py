@@ -32,6 +32,9 @@ def _text(report: RunsTasksReport) -> str:
             lines.append(f"  fraction of scores > {p['tau']:g}: {format_value(p['fraction_above'])} "
                          f"[{format_value(p['low'])}, {format_value(p['high'])}]")
     for p in report.improvement:
+        if p["probability"] is None:
+            lines.append(f"P({_pairs(p['group'])} > {_pairs(p['over'])}): {p['reason']}")
+            continue
         lines.append(f"P({_pairs(p['group'])} > {_pairs(p['over'])}) = {format_value(p['probability'])} "
                      f"[{format_value(p['low'])}, {format_value(p['high'])}]")
     return "\n".join(lines) + "\n"

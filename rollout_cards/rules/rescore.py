@@ -2,8 +2,11 @@
 
 Every rule runs over the same stored episodes. Each alternative is then compared
 with each declared rule of kind `original` (with every declared rule when none is
-marked original): per shared group, the difference of the headlines with a paired
-interval over the units both rules observed, and every group whose rank moves.
+marked original, or with those named by `against`): per shared group, the difference
+of the headlines with a paired interval over the coarser of the two rules' units and
+a p-value, and every group whose rank moves, labelled inside or beyond the noise. The
+p-values of every printed comparison are adjusted as one family (`adjust`), and each
+rule's ranking comes with bootstrap rank intervals and tied sets.
 """
 
 from __future__ import annotations

@@ -53,7 +53,9 @@ class RunsTasksReport:
         return jsonable(self.__dict__)
 
 
-def _matrices(run: Any, runs: str, tasks: str, file: str | None) -> tuple[list[np.ndarray], list[tuple]]:
+def _matrices(
+    run: Any, runs: str, tasks: str, file: str | None
+) -> tuple[list[np.ndarray], list[tuple[int, ...]], list[tuple]]:
     obs = run.observations
     for column in (runs, tasks):
         if column not in obs.identity.column_names:
@@ -65,14 +67,15 @@ def _matrices(run: Any, runs: str, tasks: str, file: str | None) -> tuple[list[n
             )
     r = factorize(obs.identity, [runs])
     t = factorize(obs.identity, [tasks])
-    out = []
+    out, task_sets = [], []
     for g in range(obs.groups.size):
         mask = obs.codes == g
         cell = r.codes[mask] * t.size + t.codes[mask]
         counts = np.bincount(cell, minlength=r.size * t.size).reshape(r.size, t.size)
         sums = np.bincount(cell, weights=obs.values[mask], minlength=r.size * t.size).reshape(r.size, t.size)
-        present = counts.any(axis=1)
-        counts, sums = counts[present], sums[present]
+        # A group's matrix covers the runs and tasks it observed at all.
+        rows, cols = counts.any(axis=1), counts.any(axis=0)
+        counts, sums = counts[rows][:, cols], sums[rows][:, cols]
         if not counts.all():
             missing = int((counts == 0).sum())
             raise RuleError(
@@ -82,7 +85,8 @@ def _matrices(run: Any, runs: str, tasks: str, file: str | None) -> tuple[list[n
                 key="tasks",
             )
         out.append(sums / counts)
-    return out, obs.groups.labels
+        task_sets.append(tuple(np.flatnonzero(cols).tolist()))
+    return out, task_sets, obs.groups.labels
 
 
 def runs_tasks_view(
@@ -103,7 +107,7 @@ def runs_tasks_view(
         card = open_card(card)
     spec, file = _declared_or_loaded(card, rule)
     run = apply_rule(card, spec, file=file, keep_columns=[runs, tasks])
-    mats, labels = _matrices(run, runs, tasks, file)
+    mats, task_sets, labels = _matrices(run, runs, tasks, file)
     names = [dict(zip(spec.aggregate.group_by, label, strict=True)) for label in labels]
     opts = {"level": level, "n_resamples": resamples, "seed": seed, "task_bootstrap": task_bootstrap}
 
@@ -112,8 +116,10 @@ def runs_tasks_view(
         return np.concatenate([np.stack(parts, axis=-1), performance_profile(x, taus)], axis=-1)
 
     groups = []
+    boot_details: dict[str, Any] = {}
     for name, m in zip(names, mats, strict=True):
         r = stratified_bootstrap([m], aggregates, **opts)
+        boot_details = r.details
         keys = ["mean", "median", "iqm", f"optimality_gap (gamma={gamma:g})"]
         stats = {k: {"value": r.estimate[i], "low": r.low[i], "high": r.high[i]} for i, k in enumerate(keys)}
         profile = [
@@ -124,12 +130,18 @@ def runs_tasks_view(
     improvement = []
     # P(Y improves on X) is 1 − P(X improves on Y): one direction per pair suffices.
     for i, j in combinations(range(len(mats)), 2):
+        if task_sets[i] != task_sets[j]:
+            improvement.append(
+                {"group": names[i], "over": names[j], "probability": None, "low": None, "high": None,
+                 "reason": "undefined (the groups did not run the same tasks)"}
+            )
+            continue
         r = stratified_bootstrap([mats[i], mats[j]], probability_of_improvement, **opts)
         improvement.append(
             {"group": names[i], "over": names[j], "probability": r.estimate, "low": r.low, "high": r.high}
         )
     details = {
-        **(r.details if mats else {}),
+        **boot_details,
         "level": level,
         "cells": f"mean score of each ({runs}, {tasks})",
         "profile": "fraction of run x task scores above tau",

@@ -6,6 +6,11 @@
 - aggregates: mean, median, IQM (rliable's definitions), stratum pooling
 - attempts: pass@k, pass^k, expected maximum, best-of-k optimism
 - paired: paired differences on shared units
+- pvalues: exact McNemar, paired t and bootstrap p-values, Holm / Benjamini–Hochberg
+- power: power, sample size, minimum detectable effect, seeds needed, variance split
+- ranks: bootstrap intervals of ranks, tied sets
+- runs_tasks: rliable's toolkit on runs × tasks matrices (stratified bootstrap,
+  probability of improvement, performance profiles, optimality gap)
 
 Inputs where a statistic is undefined by the caller's mistake raise
 `rollout_cards.errors.StatisticsError`; intervals that the data cannot support
