@@ -415,6 +415,21 @@ def paired(
         return PairedResult(
             _with_p_value(d.interval, a, b), d.dropped_only_in_a, d.dropped_only_in_b, d.se_unpaired
         )
+    shared_a, shared_b, only_a, only_b = align_units(a, b)
+    kind_a = zero_event_kind(unit_values_of(shared_a))
+    kind_b = zero_event_kind(unit_values_of(shared_b))
+    if kind_a is not None and kind_b is not None:
+        # Both sides constant: every joint resample gives the same difference. Say so for
+        # this comparison instead of failing the report.
+        interval = undefined_interval(
+            "paired_bootstrap",
+            spec.level,
+            shared_a.n + shared_b.n,
+            shared_a.n_units,
+            f"undefined ({kind_a} in one group and {kind_b} in the other: every resample gives the same difference)",
+            details={"statistic": statistic},
+        )
+        return PairedResult(interval, only_a, only_b, None)
     try:
         interval = paired_bootstrap_interval(
             a,

@@ -105,3 +105,14 @@ def test_one_episode_group_has_no_wilson_interval(tmp_path):
     solo = next(r for r in run.results if r.group == {"agent": "solo"})
     assert not solo.interval.defined and solo.ci_low is None and solo.ci_high is None
     assert solo.to_dict()["interval"]["defined"] is False
+
+
+def test_a_paired_median_of_two_constant_groups_is_undefined_not_fatal(tmp_path):
+    rows = [episode(i, agent="a", **{"score.x": 0.0}) for i in range(10)]
+    rows += [episode(10 + i, agent="b", **{"score.x": 0.0}) for i in range(10)]
+    rows += [episode(20 + i, agent="c", **{"score.x": float(i % 3)}) for i in range(10)]
+    doc = {"statistic": "median", "group_by": ["agent"], "unit": "task_id"}
+    run = apply_rule(build_card(tmp_path / "p", rows), rule(score="score.x", aggregate=doc, compare={"baseline": {"agent": "a"}}))
+    by = {c.group["agent"]: c for c in run.comparisons}
+    assert not by["b"].interval.defined and "every resample gives the same difference" in by["b"].interval.reason
+    assert by["c"].interval.method == "paired_bootstrap"

@@ -54,3 +54,17 @@ def test_text_formats_show_values_differences_and_rank_changes(report, fmt):
 def test_unknown_format(report):
     with pytest.raises(ValueError, match="unknown format"):
         render(report, "xml")
+
+
+def test_every_format_carries_p_values_noise_and_ranks(report):
+    doc = json.loads(render(report, "json"))
+    assert doc["adjust"]["method"] == "holm" and "comparisons with a defined p-value" in doc["adjust"]["family"]
+    rule_diff = next(c for c in doc["comparisons"] if c["type"] == "rule" and c["p_value"] is not None)
+    assert rule_diff["p_adjusted"] >= rule_diff["p_value"] and rule_diff["pairing"]
+    assert {r["noise"] for r in doc["rank_changes"]} <= {"inside the noise", "beyond the noise"}
+    assert {r["rule"] for r in doc["rankings"]} >= {"synthetic.success_rate", "synthetic.best_of_3"}
+    rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
+    diffs = [r for r in rows if r["record"] == "rule_difference" and r["p_value"]]
+    assert diffs and all(float(r["p_adjusted"]) >= float(r["p_value"]) for r in diffs)
+    md = render(report, "markdown")
+    assert "| p adjusted |" in md and "## ranks" in md and "inside the noise" in md
