@@ -138,6 +138,7 @@ EXAMPLES = {
     "redact": "rcard redact out/card --spec redact.yaml -o out/public",
     "report": "rcard report fixtures/cards/synthetic -r fixtures/rules/errors_excluded.yaml -o report.html",
     "rescore": "rcard rescore fixtures/cards/synthetic --rule fixtures/rules/errors_excluded.yaml",
+    "rliable": "rcard rliable out/card --rule R --runs run_id --tasks task_id --task-bootstrap",
     "rules": "rcard rules",
     "schemas": "rcard schemas --write",
     "sign": "rcard sign card-1.0.0.rcard --key me.pem",
