@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,21 +154,27 @@ def card_files(root: Path) -> list[str]:
     return out
 
 
-def refresh_manifest(root: Path, **changes: Any) -> CardManifest:
+def refresh_manifest(root: Path, *, files: Mapping[str, bytes] | None = None, **changes: Any) -> CardManifest:
     """Rewrite card.json after files of a finished card changed: rule list and inventory are
-    recomputed, `changes` (manifest fields) are applied. Used when adding rules or a README."""
+    recomputed, `changes` (manifest fields) are applied. `files` (card-relative path ->
+    bytes, e.g. a README) are written first, through the same staging area as card.json."""
     from .manifest import parse_manifest
 
     manifest = parse_manifest((root / "card.json").read_bytes(), f"{root}/card.json")
+    # Temporary files live in a staging area for the moment of the write: a kill leaves
+    # `.rcard-staging/` (which `rcard recover` clears), never a stray file in the card.
+    stage = root / staging.STAGING_DIR
+    stage.mkdir(exist_ok=True)
+    for rel, data_bytes in (files or {}).items():
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts or parts[0] in (staging.STAGING_DIR, "card.json"):
+            raise ValueError(f"{rel!r} is not a file name inside the card")
+        staging.write_atomic(stage, root.joinpath(*parts), data_bytes)
     data = manifest.model_dump(mode="json", exclude_none=True)
     data.update(changes)
     data["rules"] = [r.model_dump(mode="json", exclude_none=True) for r in _rule_refs(root)]
     data["inventory"] = build_inventory(root, card_files(root)).model_dump(mode="json")
     manifest = CardManifest.model_validate(data)
-    # The temporary file lives in a staging area for the moment of the write: a kill leaves
-    # `.rcard-staging/` (which `rcard recover` clears), never a stray file in the card.
-    stage = root / staging.STAGING_DIR
-    stage.mkdir(exist_ok=True)
     staging.write_atomic(stage, root / "card.json", dump_manifest(manifest), durable=True)
     shutil.rmtree(stage, ignore_errors=True)
     return manifest

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,7 +25,6 @@ __all__ = [
     "load_json_document",
     "parse_manifest",
     "pydantic_problems",
-    "write_json_atomic",
 ]
 
 #: card.json larger than this is refused before it is read (rules live in their own files).
@@ -142,13 +139,3 @@ def _finite(value: Any) -> Any:
 def dump_manifest(manifest: CardManifest) -> bytes:
     """The canonical bytes of card.json (sorted keys, two-space indent, final newline)."""
     return (json.dumps(manifest.to_json_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
-def write_json_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

@@ -24,7 +24,6 @@ from packaging.licenses import InvalidLicenseExpression, canonicalize_license_ex
 
 from ..errors import CardFormatError, Problem, RolloutCardError
 from ..io.finalize import refresh_manifest
-from ..io.manifest import write_json_atomic
 from ..io.reader import Card, open_card
 from ..summary import summarize
 from ..tables import TerminalStatus
@@ -347,8 +346,7 @@ def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] 
     card.verify_all()
     if out is not None:
         if into:
-            write_json_atomic(Path(out), text.encode("utf-8"))
-            refresh_manifest(Path(src))
+            refresh_manifest(Path(src), files={"README.md": text.encode("utf-8")})
         else:
             with open(out, "w", encoding="utf-8") as fh:
                 fh.write(text)
