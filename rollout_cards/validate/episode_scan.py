@@ -1,9 +1,11 @@
 """Per-episode checks over the steps stream: `seq` contiguous from 0, step times non-decreasing,
-every tool_result answering an earlier tool_call of its episode.
+every tool_result answering an earlier tool_call of its episode, a nested step's depth one
+more than the depth of the step its `parent_seq` names.
 
 The scan consumes rows in (episode, seq) order, chunk by chunk, carrying only the
-state of the episode still open at a chunk's end (its code, last seq, last time and
-the call ids it issued), so memory is bounded by the chunk, not the table.
+state of the episode still open at a chunk's end (its code, last seq, last time, the
+call ids it issued and, when the card nests agents, its steps' depths), so memory is
+bounded by the chunk and the longest episode, not the table.
 
 Rows of a card usually come grouped by episode and in seq order (that is how the
 writer stores them). `EpisodeScan(order_known=False)` scans them in file order and
@@ -87,6 +89,9 @@ class EpisodeScan:
         self._seq = -1
         self._t: int | None = None
         self._calls: set[str] = set()
+        # seq and depth (-1 for null) of the open episode's steps so far, for parents in earlier chunks
+        self._nest_seq = np.zeros(0, dtype=np.int64)
+        self._nest_depth = np.zeros(0, dtype=np.int64)
 
     @property
     def active(self) -> bool:
@@ -102,9 +107,12 @@ class EpisodeScan:
         is_result: np.ndarray,
         t: pa.Array | None,
         call_id: pa.Array | None,
+        parent_seq: np.ndarray | None = None,
+        depth: np.ndarray | None = None,
     ) -> None:
         """Check the next rows: episode codes, seq values, global row indexes, tool-call and
-        tool-result masks, times (int64 microseconds, nullable) and call ids."""
+        tool-result masks, times (int64 microseconds, nullable), call ids, and parent_seq and
+        depth (int64, -1 for null; None when the card has no such column)."""
         if not self.active or len(code) == 0:
             return
         start = code != _shifted(code, self._code)
@@ -128,7 +136,42 @@ class EpisodeScan:
         block = np.cumsum(start)  # 0 for rows continuing the episode open at the previous chunk's end
         self._check_times(block, rows, code, t)
         self._check_tools(block, rows, code, is_call, is_result, call_id)
+        self._check_depths(block, start, rows, code, seq, parent_seq, depth)
         self._code, self._seq = int(code[-1]), int(seq[-1])
+
+    def _check_depths(self, block: np.ndarray, start: np.ndarray, rows: np.ndarray, code: np.ndarray,
+                      seq: np.ndarray, parent: np.ndarray | None, depth: np.ndarray | None) -> None:
+        """A step with a parent_seq has depth = the parent step's depth + 1 (a null parent depth
+        counts as 0, the top level). Rows that fail the row-local parent check (parent_seq not
+        below seq, depth below 1) or whose episode's seq has gaps (reported as such) are not judged here."""
+        if parent is None or depth is None:
+            self._nest_seq = self._nest_depth = np.zeros(0, dtype=np.int64)
+            return
+        # Positions in "extended" coordinates: the open episode's earlier steps, then this chunk.
+        carried = len(self._nest_seq) if block[0] == 0 else 0
+        ext_seq = np.concatenate([self._nest_seq[:carried], seq])
+        ext_depth = np.concatenate([self._nest_depth[:carried], depth])
+        starts = np.flatnonzero(start)
+        base = np.concatenate([[0], carried + starts])[block]  # where each row's episode begins
+        cand = np.flatnonzero((parent >= 0) & (depth >= 1) & (parent < seq))  # else step-parent-invalid
+        if len(cand):
+            own = carried + cand
+            pos = base[cand] + parent[cand]
+            found = (pos < own) & (ext_seq[np.minimum(pos, own)] == parent[cand])
+            cand, pos = cand[found], pos[found]
+            expected = np.maximum(ext_depth[pos], 0) + 1
+            bad = np.flatnonzero(depth[cand] != expected)
+            if len(bad):
+                at, want = cand[bad], expected[bad]
+                report_rows(
+                    self.f, "step-depth-mismatch", self.state, rows[at], "depth",
+                    lambda i: f"step {seq[at[i]]} of episode {excerpt(self.name_of(int(code[at[i]])))} has depth "
+                    f"{depth[at[i]]}, but its parent step {parent[at[i]]} has depth {want[i] - 1}: a sub-agent's "
+                    f"step is one level below the step that launched it (depth {want[i]})",
+                )
+        last = block[-1]
+        first = carried + (starts[-1] if last != 0 else -carried)  # the last episode's first position
+        self._nest_seq, self._nest_depth = ext_seq[first:], ext_depth[first:]
 
     def _report_seq(self, code: np.ndarray, seq: np.ndarray, rows: np.ndarray, start: np.ndarray,
                     bad: np.ndarray) -> None:

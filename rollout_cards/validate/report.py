@@ -121,6 +121,7 @@ CODES: dict[str, Code] = {
     "tool-result-orphan": Code(E, "semantics", "a tool_result's call_id was issued by no earlier tool_call"),
     "tool-call-id-duplicate": Code(E, "semantics", "two tool_calls of one episode store the same call_id"),
     "step-parent-invalid": Code(E, "semantics", "a step's parent_seq is not an earlier step, or its depth contradicts it"),
+    "step-depth-mismatch": Code(E, "semantics", "a nested step's depth is not its parent step's depth + 1"),
     # coverage and drops
     "plan-episode-missing": Code(E, "coverage", "a planned episode is absent and no drop covers it"),
     "episode-unplanned": Code(W, "coverage", "an episode is outside the declared plan"),

@@ -277,6 +277,10 @@ def _scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
         arr = _array(chunk, name)
         return arr if idx is None else arr.take(pa.array(idx, pa.int64()))
 
+    def ints(name: str) -> np.ndarray | None:
+        arr = pick(name)
+        return None if arr is None else pc.fill_null(arr.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+
     kind = pick("kind")
     t = pick("t")
     call_id = pick("call_id")
@@ -285,6 +289,8 @@ def _scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
         "is_result": kind_mask(kind, "tool_result"),
         "t": t.cast(pa.int64()) if t is not None else None,
         "call_id": call_id,
+        "parent_seq": ints("parent_seq"),
+        "depth": ints("depth"),
     }
 
 
@@ -364,6 +370,9 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts)
                 piece["t"] = inputs["t"]
             if inputs["call_id"] is not None:
                 piece["call_id"] = inputs["call_id"].cast(pa.string())
+            for name in ("parent_seq", "depth"):
+                if inputs[name] is not None:
+                    piece[name] = inputs[name]
             pieces.append(pa.table(piece))
         if not pieces:
             continue
@@ -380,6 +389,7 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts)
                 sl.column("is_result").to_numpy(zero_copy_only=False),
                 _array(sl, "t") if "t" in sl.column_names else None,
                 _array(sl, "call_id") if "call_id" in sl.column_names else None,
+                *(sl.column(c).to_numpy() if c in sl.column_names else None for c in ("parent_seq", "depth")),
             )
 
 

@@ -156,3 +156,58 @@ def test_a_corrupt_page_is_unreadable_not_an_internal_error(minimal_copy):
     assert report.outcome == "invalid"
     assert "parquet-unreadable" in report.codes()
     assert {c.name: c.status for c in report.checks}["semantics.steps"] == "skipped"
+
+
+def depth_reference(steps: list[dict]) -> set[int]:
+    """Rows whose depth is not their parent step's depth + 1, the obvious way (rows failing the
+    row-local parent check are that check's, not this one's)."""
+    by_key = {(s["episode_id"], s["seq"]): s for s in steps}
+    bad = set()
+    for row, s in enumerate(steps):
+        p, d = s.get("parent_seq"), s.get("depth")
+        if p is None or d is None or p >= s["seq"] or d < 1:
+            continue
+        parent_depth = by_key[(s["episode_id"], p)].get("depth")
+        if d != (parent_depth or 0) + 1:
+            bad.add(row)
+    return bad
+
+
+@st.composite
+def nested_steps(draw):
+    """Steps of up to three episodes with contiguous seq, random parents (earlier steps) and depths."""
+    steps = []
+    for episode in draw(st.lists(st.sampled_from(["a", "b", "c"]), unique=True, min_size=1)):
+        for seq in range(draw(st.integers(1, 6))):
+            parent = draw(st.one_of(st.none(), st.integers(0, seq - 1))) if seq else None
+            steps.append({"episode_id": episode, "seq": seq, "kind": "message", "parent_seq": parent,
+                          "depth": draw(st.one_of(st.none(), st.integers(0, 3)))})
+    return steps
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=nested_steps(), chunk=st.integers(1, 6), sort_rows=st.integers(1, 8), shuffle=st.randoms())
+def test_depth_is_checked_against_the_parent_step_whatever_the_order(tmp_path_factory, steps, chunk, sort_rows,
+                                                                      shuffle):
+    if shuffle.random() < 0.5:  # out of order: exercises the sorted passes
+        shuffle.shuffle(steps)
+    card = write_card(tmp_path_factory.mktemp("depth"), _episodes({s["episode_id"] for s in steps}), steps)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(semantics, "CHUNK_ROWS", chunk)
+        mp.setattr(semantics, "SORT_PASS_ROWS", sort_rows)
+        report = validate(card)
+    assert report.outcome != "internal-error", report.findings
+    assert {f.location.row for f in report.findings if f.code == "step-depth-mismatch"} == depth_reference(steps)
+    assert report.codes() - {"step-depth-mismatch", "step-parent-invalid", "replay-unavailable"} == set()
+
+
+def test_a_depth_mismatch_names_the_parent_in_an_earlier_chunk(tmp_path, monkeypatch):
+    steps = [{"episode_id": "a", "seq": 0, "kind": "tool_call", "call_id": "c1", "parent_seq": None, "depth": 0},
+             {"episode_id": "a", "seq": 1, "kind": "span_begin", "parent_seq": 0, "depth": 1},
+             {"episode_id": "a", "seq": 2, "kind": "message", "parent_seq": 1, "depth": 2},
+             {"episode_id": "a", "seq": 3, "kind": "message", "parent_seq": 1, "depth": 1}]
+    card = write_card(tmp_path, _episodes({"a"}), steps)
+    monkeypatch.setattr(semantics, "CHUNK_ROWS", 1)
+    report = validate(card)
+    [finding] = [f for f in report.findings if f.code == "step-depth-mismatch"]
+    assert finding.location.row == 3 and "parent step 1 has depth 1" in finding.message
