@@ -14,6 +14,7 @@ from enum import StrEnum
 import pyarrow as pa
 
 from .errors import TableSchemaError
+from .version import FORMAT, FORMAT_VERSION
 
 __all__ = [
     "ARROW_OF_KIND",
@@ -52,11 +53,6 @@ def is_redacted_value(value: str) -> bool:
     return value == REDACTED_MARKER or (len(value) == 76 and _REDACTED_HMAC.fullmatch(value) is not None)
 
 
-FORMAT_NAME = "rollout-card"
-#: 0.2 added the optional steps columns `parent_seq` and `depth` (nested agents); a 0.1 card
-#: has neither, and readers treat them as null.
-FORMAT_VERSION = (0, 2)
-FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]}"
 # ASCII digits only (`\d` takes `٠.١` as 0.1), bounded, and nothing after (`$` allows a newline).
 _FORMAT_RE = re.compile(r"rollout-card/([0-9]{1,9})\.([0-9]{1,9})")
 

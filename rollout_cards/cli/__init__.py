@@ -46,8 +46,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
-        from ..tables import FORMAT
+        from ..version import FORMAT, __version__
 
         typer.echo(f"rcard (rollout-cards) {__version__}, format {FORMAT}")
         raise typer.Exit(EXIT_OK)

@@ -9,10 +9,6 @@ from typing import Annotated
 
 import typer
 
-from ..io.finalize import recover_card
-from ..io.reader import open_card
-from ..model import schemas as schema_files
-from ..summary import render_text, summarize
 from . import EXIT_INVALID, app, run
 
 
@@ -30,6 +26,8 @@ def info(
     ] = False,
 ) -> None:
     """Summarize a card: identity, scope, episodes per agent and status, rules, drops."""
+    from ..summary import render_text
+
     summary = run(_summary, card, not no_verify_digests)
     if format is InfoFormat.json:
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
@@ -38,6 +36,9 @@ def info(
 
 
 def _summary(path: Path, verify: bool) -> dict:
+    from ..io.reader import open_card
+    from ..summary import summarize
+
     card = open_card(path, verify=verify)
     card.verify_all(wait=False)  # hashed while the summary is read
     summary = summarize(card)
@@ -51,6 +52,8 @@ def recover(
     force: Annotated[bool, typer.Option(help="Recover even if the writing process seems alive.")] = False,
 ) -> None:
     """Finalize a card whose writer died: keep ended episodes, record open ones as cancelled."""
+    from ..io.finalize import recover_card
+
     manifest = run(recover_card, card, force=force)
     cancelled = sum(d.count or 0 for d in manifest.drops if d.loss_class == "interrupted_run" and d.target == "episodes")
     typer.echo(
@@ -65,6 +68,8 @@ def schemas(
     write: Annotated[bool, typer.Option("--write", help="Regenerate the files from the models.")] = False,
 ) -> None:
     """Check (or with --write regenerate) the JSON Schemas generated from the models."""
+    from ..model import schemas as schema_files
+
     code = run(schema_files.main, ["--write" if write else "--check", str(directory)])
     if code:
         raise typer.Exit(EXIT_INVALID)

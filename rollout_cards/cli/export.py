@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..export import export_inspect_scores
-from ..io.reader import open_card
 from . import app, run
 
 export_app = typer.Typer(help="Write a card's results in other tools' formats.", no_args_is_help=True)
@@ -23,6 +21,9 @@ def inspect_scores(
 ) -> None:
     """A rule's per-sample scores as Inspect's precomputed_scores scorer reads them ({id, epoch,
     value, metadata}); attach them with `inspect score LOG --scorer precomputed_scores -S scores=FILE`."""
+    from ..export import export_inspect_scores
+    from ..io.reader import open_card
+
     opened = run(open_card, card)
     n = run(export_inspect_scores, opened, rule, out)
     typer.echo(f"wrote {n} score record(s) of rule {rule} to {out}")

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import ImporterError
-from ..importers.run import import_source
-from ..importers.session import ImportResult
 from . import app, run
+
+if TYPE_CHECKING:
+    from ..importers.session import ImportResult
 
 
 class ImportFormat(StrEnum):
@@ -64,6 +65,8 @@ def import_command(
     The card is written to a temporary directory and renamed into place at the end;
     on bad input nothing is left behind and the exit code is 1.
     """
+    from ..importers.run import import_source
+
     result: ImportResult = run(
         lambda: import_source(
             format,

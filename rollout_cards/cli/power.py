@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..rules.power import PowerReport, power_analysis
-from ..rules.results import format_value
 from . import app, run
+
+if TYPE_CHECKING:
+    from ..rules.power import PowerReport
 
 
 class PowerFormat(StrEnum):
@@ -24,6 +25,8 @@ def _pairs(mapping: dict) -> str:
 
 
 def _table(report: PowerReport) -> str:
+    from ..rules.results import format_value
+
     lines = [f"== power of {report.rule} on {report.card}"]
     header = ["group", "baseline", "design", "se", "mde", "delta", "n units", "n units needed"]
     rows = [
@@ -72,6 +75,8 @@ def power(
 ) -> None:
     """Standard error of each group difference, the minimum detectable effect at the card's
     n, the units per group needed to detect --delta, and the within/between-unit split."""
+    from ..rules.power import power_analysis
+
     report = run(power_analysis, card, rule, delta=delta, alpha=alpha, power=power_)
     if format is PowerFormat.json:
         typer.echo(json.dumps(report.to_dict(), indent=2, allow_nan=False, ensure_ascii=False))

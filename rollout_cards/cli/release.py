@@ -9,9 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import SignatureError
-from ..release import dataset_card, redact, signing
-from ..release import pack_card as _pack
-from ..release import unpack_card as _unpack
 from . import EXIT_INVALID, app, fail, run
 
 
@@ -36,6 +33,8 @@ def pack(
                                                "(--no-verify checks sizes only; readers still check digests).")] = True,
 ) -> None:
     """Pack a card directory into one reproducible .rcard file (uncompressed POSIX tar)."""
+    from ..release import pack_card as _pack
+
     result = run(_pack, card, output, overwrite=overwrite, verify=verify)
     typer.echo(f"packed {card} into {result.path}: {result.members} members, {result.bytes} bytes")
 
@@ -46,6 +45,8 @@ def unpack(
     output: Annotated[Path, typer.Option("--output", "-o", help="New directory to unpack into.")],
 ) -> None:
     """Unpack a .rcard file safely: every member checked, hashed, and renamed into place at the end."""
+    from ..release import unpack_card as _unpack
+
     manifest = run(_unpack, archive, output)
     typer.echo(f"unpacked {manifest.id} v{manifest.version} into {output}: "
                f"{len(manifest.inventory.files) + 1} files, root digest {manifest.inventory.root_digest}")
@@ -59,6 +60,8 @@ def redact_command(
     key: Annotated[Path | None, typer.Option("--key", help="File whose bytes key the HMAC of `action: digest`.")] = None,
 ) -> None:
     """Write a redacted copy of a card: values replaced, digests kept, drops and version updated."""
+    from ..release import redact
+
     key_bytes = run(redact.read_key, key) if key is not None else None
     result = run(redact.redact_card, card, spec, output, key=key_bytes)
     for drop in result.drops:
@@ -82,6 +85,8 @@ def card_command(
 
     Example: rcard card out/card --into   (then: rcard validate out/card)
     """
+    from ..release import dataset_card
+
     result = run(dataset_card.write_dataset_card, card, output, check=check, overwrite=overwrite, into=into,
                  verify=not no_verify_digests)
     if into:
@@ -100,6 +105,8 @@ def keygen(
     public: Annotated[Path, typer.Option("--public", help="Where to write the public key (PEM).")] = Path("rcard-signing.pub.pem"),
 ) -> None:
     """Create an Ed25519 key pair for signing cards (needs the `sign` extra of rollout-cards)."""
+    from ..release import signing
+
     kid = run(signing.generate_keypair, private, public)
     typer.echo(f"wrote {private} (keep it secret) and {public}; key id {kid}")
 
@@ -111,6 +118,8 @@ def sign(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Signature file (default: <card>.sig).")] = None,
 ) -> None:
     """Check the card against its inventory and write a detached Ed25519 signature."""
+    from ..release import signing
+
     path = _verify_or_fail(signing.sign_card, card, key, output)
     typer.echo(f"signed {card}: {path}")
 
@@ -122,5 +131,7 @@ def verify(
     signature: Annotated[Path | None, typer.Option("--signature", help="Signature file (default: <card>.sig).")] = None,
 ) -> None:
     """Verify a card's detached signature and every file against its inventory (exit 1 if it fails)."""
+    from ..release import signing
+
     check = _verify_or_fail(signing.verify_card, card, pubkey, signature)
     typer.echo(f"OK: {check.card_id} v{check.card_version} signed by key {check.key_id}")

@@ -9,10 +9,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ..io.reader import open_card
-from ..rules.library import library_rule, library_rules, render_library, render_rule_yaml
-from ..rules.render import render
-from ..rules.rescore import rescore as rescore_card
 from . import app, run
 
 
@@ -65,6 +61,8 @@ def rescore(
     """Replay the card's rules and alternative rules on the same episodes: headlines per
     group, paired differences against the declared rules (with p-values adjusted as one
     family), rank changes (flips inside the noise labelled), and ranks with intervals."""
+    from ..rules.render import render
+
     report = run(
         _rescore,
         card,
@@ -92,6 +90,8 @@ def rules(
 ) -> None:
     """The rule library: rules papers and harnesses regrade with, usable anywhere a
     rule file is (`rcard rescore CARD --rule lib:tau_bench.write_set`)."""
+    from ..rules.library import library_rule, library_rules, render_library, render_rule_yaml
+
     entries = run(library_rules)
     if show is not None:
         entry = run(library_rule, show)
@@ -101,6 +101,9 @@ def rules(
 
 
 def _rescore(path: Path, rules: list[Path], verify: bool, **options: Any):
+    from ..io.reader import open_card
+    from ..rules.rescore import rescore as rescore_card
+
     card = open_card(path, verify=verify)
     card.verify_all(wait=False)  # hashed while the rules run; nothing is printed before it is done
     report = rescore_card(card, rules, **options)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..rules.results import format_value
-from ..rules.runs_tasks import RunsTasksReport, runs_tasks_view
 from . import app, run
+
+if TYPE_CHECKING:
+    from ..rules.runs_tasks import RunsTasksReport
 
 
 def _pairs(mapping: dict) -> str:
@@ -19,6 +20,8 @@ def _pairs(mapping: dict) -> str:
 
 
 def _text(report: RunsTasksReport) -> str:
+    from ..rules.results import format_value
+
     d = report.details
     lines = [
         f"== {report.rule} on {report.card}: {report.runs} x {report.tasks} matrices, "
@@ -57,6 +60,8 @@ def rliable(
     with the task draw shared by every group (pairing kept)."""
     if format not in ("table", "json"):
         raise typer.BadParameter("use table or json", param_hint="--format")
+    from ..rules.runs_tasks import runs_tasks_view
+
     report = run(
         runs_tasks_view, card, rule, runs=runs, tasks=tasks, taus=tuple(tau or (0.25, 0.5, 0.75)),
         gamma=gamma, task_bootstrap=task_bootstrap, resamples=resamples, seed=seed,

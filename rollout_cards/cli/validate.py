@@ -8,15 +8,6 @@ from typing import Annotated
 
 import typer
 
-from ..validate import render_text
-from ..validate import validate as validate_card
-from ..validate.ci_output import (
-    combined_exit,
-    ignore_codes,
-    render_github,
-    render_json_many,
-    render_markdown,
-)
 from . import EXIT_INTERNAL, app, fail, run
 
 
@@ -55,6 +46,16 @@ def validate(
     invalid, 2 on a usage error or an internal failure of the validator. --format github
     prints workflow annotations, --format markdown a job summary (docs/validation.md).
     """
+    from ..validate import render_text
+    from ..validate import validate as validate_card
+    from ..validate.ci_output import (
+        combined_exit,
+        ignore_codes,
+        render_github,
+        render_json_many,
+        render_markdown,
+    )
+
     if pubkey is not None and signature is not None and len(cards) > 1:
         fail("--signature names one file; with several cards each uses CARD.sig", EXIT_INTERNAL)
     reports = []

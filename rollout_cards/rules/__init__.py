@@ -7,19 +7,44 @@
     render(report, "table" | "markdown" | "csv" | "json") -> str
 """
 
-from .engine import apply_rule
-from .loader import declared_rules, load_rule, parse_rule
-from .render import render
-from .replay import ReplayCheck, replay_card, replay_rule
-from .rescore import rescore
-from .results import (
-    GroupComparison,
-    GroupResult,
-    RankChange,
-    RescoreReport,
-    RuleDifference,
-    RuleRun,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import install
+
+# Loaded on first use: a validator that meets no rule, or an expression parser, does not
+# pay for the engine. Public name -> (submodule, attribute).
+_NAMES = {
+    "apply_rule": (".engine", "apply_rule"),
+    "declared_rules": (".loader", "declared_rules"),
+    "load_rule": (".loader", "load_rule"),
+    "parse_rule": (".loader", "parse_rule"),
+    "render": (".render", "render"),
+    "ReplayCheck": (".replay", "ReplayCheck"),
+    "replay_card": (".replay", "replay_card"),
+    "replay_rule": (".replay", "replay_rule"),
+    "rescore": (".rescore", "rescore"),
+    **{name: (".results", name) for name in
+       ("GroupComparison", "GroupResult", "RankChange", "RescoreReport", "RuleDifference", "RuleRun")},
+}
+install(__name__, _NAMES)
+
+if TYPE_CHECKING:
+    from .engine import apply_rule
+    from .loader import declared_rules, load_rule, parse_rule
+    from .render import render
+    from .replay import ReplayCheck, replay_card, replay_rule
+    from .rescore import rescore
+    from .results import (
+        GroupComparison,
+        GroupResult,
+        RankChange,
+        RescoreReport,
+        RuleDifference,
+        RuleRun,
+    )
+
 
 __all__ = [
     "GroupComparison",

@@ -22,6 +22,7 @@ with a sha256 digest per value in `meta.digest.<column>` (docs/validation.md).
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -29,13 +30,15 @@ import pyarrow.compute as pc
 
 from ..errors import ExpressionError
 from ..model.card import Drop, DropAction
-from ..rules.expressions import Expression, parse_expression
 from .context import CheckContext, TableState
 from .episode_scan import report_rows
 from .layout import MANIFEST
 from .redaction import check_redaction
 from .report import Findings, excerpt
 from .semantics import iter_chunks
+
+if TYPE_CHECKING:
+    from ..rules.expressions import Expression
 
 __all__ = ["COVERING", "MAX_PLAN_GRID", "REDACTED_MARKER", "check_drops", "check_plan", "drop_column"]
 
@@ -107,6 +110,8 @@ def _selector(drop: Drop) -> Expression | None:
 @functools.lru_cache(maxsize=1 << 16)
 def _parsed(selector: str) -> Expression | None:
     # Parsed once per text: the plan check evaluates selectors over every chunk of missing keys.
+    from ..rules.expressions import parse_expression  # only cards with selectors pay for the parser
+
     try:
         return parse_expression(selector)
     except ExpressionError:
@@ -282,6 +287,8 @@ def _check_filtered(ctx: CheckContext, state: TableState, pending: list[tuple[in
 def _drop_selector(f: Findings, drop: Drop, pointer: str, schema: pa.Schema | None) -> Expression | None:
     if not drop.selector:
         return None
+    from ..rules.expressions import parse_expression
+
     try:
         # Parsed once per text (the plan check shares the cache); only a failure is parsed again,
         # with its key, for the message.

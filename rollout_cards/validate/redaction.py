@@ -17,20 +17,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..model.card import Drop
-from ..rules.expressions import Expression
 from ..tables import HMAC_PREFIX, REDACTED_HMAC_PATTERN, REDACTED_MARKER
 from .context import CheckContext, TableState
 from .episode_scan import report_rows
 from .layout import MANIFEST
 from .report import excerpt
 from .semantics import iter_chunks
+
+if TYPE_CHECKING:
+    from ..rules.expressions import Expression
 
 __all__ = ["check_redaction", "json_strings"]
 

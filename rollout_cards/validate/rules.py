@@ -17,8 +17,6 @@ import yaml
 
 from ..errors import CardFormatError, DecodeLimitError, ExpressionError, RuleError
 from ..io.reader import Card
-from ..rules.loader import parse_rule
-from ..rules.replay import replay_rule
 from ..yamldoc import StrictYamlError, load_strict_yaml
 from .context import CheckContext
 from .layout import MANIFEST
@@ -89,6 +87,8 @@ def check_rule_files(ctx: CheckContext) -> None:
             continue
         parsed[ref.id] = doc
         try:
+            from ..rules.loader import parse_rule  # the engine loads only for a card with rules
+
             compiled[ref.id] = (parse_rule(text, file=ref.path), ref.path)
         except RuleError as exc:
             f.add("rule-invalid", _rule_problem(exc), file=ref.path)
@@ -125,6 +125,8 @@ def check_replay(ctx: CheckContext) -> None:
     f = ctx.findings
     for rule_id, (rule, path) in pending.items():
         try:
+            from ..rules.replay import replay_rule
+
             checks = replay_rule(card, rule, file=path)
         except RuleError as exc:
             f.add("rule-invalid", _rule_problem(exc), file=path)

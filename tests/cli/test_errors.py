@@ -50,13 +50,15 @@ def test_rescore_flags_published_numbers_that_do_not_replay(tmp_path):
 
 
 def test_unexpected_exception_outside_the_library_is_an_internal_error(monkeypatch, capsys):
-    import rollout_cards.cli.rescore as command
+    import importlib
+
     from rollout_cards.cli import main
 
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(command, "render", broken)
+    # The command imports its renderer when it runs; patch the module it imports it from.
+    monkeypatch.setattr(importlib.import_module("rollout_cards.rules.render"), "render", broken)
     monkeypatch.delenv("RCARD_DEBUG", raising=False)
     assert main(["rescore", str(FIXTURE_CARDS / "synthetic")]) == 2
     err = capsys.readouterr().err

@@ -1,0 +1,73 @@
+"""The package's surface: lazy public names, light start-up, one version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import rollout_cards as rc
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("pyarrow", "pydantic", "jsonschema", "rollout_cards.model", "rollout_cards.importers",
+         "rollout_cards.io", "rollout_cards.rules", "rollout_cards.validate")
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = f"import sys\n{code}\nprint('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m in HEAVY or m.startswith(tuple(f"{h}." for h in HEAVY)))
+
+
+@pytest.mark.parametrize(("args", "allowed"), [
+    (["--version"], set()),
+    (["--help"], set()),
+    # typer (0.29) coerces a command's parameters with pydantic TypeAdapters: its pydantic,
+    # not our models.
+    (["validate", "--help"], {"pydantic"}),
+])
+def test_version_and_help_load_nothing_heavy(args, allowed):
+    code = (f"from rollout_cards.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass")
+    heavy = [m for m in _heavy(_modules_after(code)) if m.split(".")[0] not in allowed]
+    assert heavy == []
+
+
+def test_import_is_lazy_and_every_public_name_resolves():
+    assert _heavy(_modules_after("import rollout_cards")) == []
+    for name in rc.__all__:
+        assert getattr(rc, name) is not None, name
+    assert set(rc.__all__) <= set(dir(rc))
+
+
+def test_a_function_keeps_its_name_when_its_submodule_loads_first():
+    # `rollout_cards.validate` (function) and `rollout_cards/validate/` (package) share a name,
+    # as do `rules.rescore` / `rules.render` and their modules.
+    code = ("import rollout_cards.validate.ci_output, rollout_cards.rules.rescore, rollout_cards.rules.render\n"
+            "import rollout_cards as rc, rollout_cards.rules as rules\n"
+            "print(callable(rc.validate), callable(rules.rescore), callable(rules.render))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"]
+
+
+def test_unknown_names_raise_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        rc.nonexistent  # noqa: B018
+    import rollout_cards.rules as rules
+
+    with pytest.raises(AttributeError):
+        rules.nonexistent  # noqa: B018
+
+
+def test_one_version():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert rc.__version__ == project["version"]
+    from rollout_cards.tables import FORMAT
+
+    assert rc.FORMAT == FORMAT == "rollout-card/0.2"
