@@ -71,3 +71,10 @@ def test_one_version():
     from rollout_cards.tables import FORMAT
 
     assert rc.FORMAT == FORMAT == "rollout-card/0.2"
+
+
+def test_import_help_names_every_built_in_format():
+    from rollout_cards.cli.importers import BUILT_IN
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert sorted(project["entry-points"]["rollout_cards.importers"]) == sorted(BUILT_IN)

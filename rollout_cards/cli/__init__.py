@@ -80,9 +80,13 @@ def fail(message: str, code: int = EXIT_INVALID) -> NoReturn:
 
 
 def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a library function, turning its errors into messages and exit codes."""
+    """Call a library function, turning its errors into messages and exit codes; its progress
+    is shown on stderr while it runs when stderr is a terminal (cli/progress.py)."""
+    from .progress import terminal_progress
+
     try:
-        return fn(*args, **kwargs)
+        with terminal_progress():  # removed before any message below is printed
+            return fn(*args, **kwargs)
     except typer.Exit:
         raise
     except _INVALID as exc:

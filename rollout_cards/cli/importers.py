@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from ..importers.session import ImportResult
 
 
+#: The formats shipped (the `rollout_cards.importers` entry points in pyproject.toml; a test
+#: keeps the two equal). Listed here so that --help does not load the importers.
+BUILT_IN = ("agentbench", "agentlab", "atif", "chat-jsonl", "inspect", "lm-eval", "mini-swe-agent", "openhands",
+            "swe-agent", "swe-bench", "tau-bench", "tau2-bench")
+
+
 class ImportFormat(StrEnum):
     text = "text"
     json = "json"
@@ -44,7 +50,7 @@ def _options(predictions: Path | None, mapping: Path | None, fields: list[str], 
 
 @app.command("import")
 def import_command(
-    format: Annotated[str, typer.Argument(help="Source format: tau-bench, inspect, swe-bench, chat-jsonl, atif, or one added by a plug-in.")],
+    format: Annotated[str, typer.Argument(help=f"Source format: {', '.join(BUILT_IN)}, or one added by a plug-in.")],
     sources: Annotated[list[Path], typer.Argument(help="Source files.")],
     out: Annotated[Path, typer.Option("--output", "--out", "-o", help="Directory of the new card (must not exist or be empty).")],
     card_id: Annotated[str | None, typer.Option("--id", help="Card id (default: the output directory's name).")] = None,
@@ -60,7 +66,7 @@ def import_command(
     overwrite: Annotated[bool, typer.Option(help="Replace an existing card at --out.")] = False,
     format_: Annotated[ImportFormat, typer.Option("--format", "-f", help="Output format of the summary.")] = ImportFormat.text,
 ) -> None:
-    """Import tau-bench, Inspect, SWE-bench, chat JSONL or ATIF logs into a new card.
+    """Import another tool's logs (Inspect, tau-bench, SWE-bench, SWE-agent, OpenHands, lm-eval, ...) into a new card.
 
     The card is written to a temporary directory and renamed into place at the end;
     on bad input nothing is left behind and the exit code is 1.

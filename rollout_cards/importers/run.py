@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .. import progress
 from ..errors import ImporterError, SourceFormatError
 from .base import ImportRequest
 from .registry import get_importer
@@ -73,8 +74,10 @@ def import_source(
         license=license,
     )
     try:
-        importer.read(request, session)
-        return session.finish()
+        with progress.task(f"import {importer.name}", unit="episodes") as session.progress:
+            importer.read(request, session)
+        with progress.task("writing the card"):
+            return session.finish()
     except BaseException:
         session.abort()
         raise

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from .. import progress
 from ..errors import ImporterError, SourceFormatError, WriterError
 from ..io import staging
 from ..io.finalize import refresh_manifest
@@ -114,6 +115,8 @@ class ImportSession:
     ):
         self.out = Path(out)
         self.format = format
+        #: Counts added episodes (run.py shows it as the import's progress).
+        self.progress: progress.Task = progress.IDLE
         self.keep_going = keep_going
         self._overwrite = overwrite
         if self.out.exists() and (not self.out.is_dir() or any(self.out.iterdir())):
@@ -214,6 +217,7 @@ class ImportSession:
         steps; `n_steps` is derived. Raises SourceFormatError for a duplicate id or a column
         whose type changes between records."""
         self._tables.add(row, steps)
+        self.progress.advance()
 
     @property
     def episodes_written(self) -> int:

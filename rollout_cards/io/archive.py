@@ -32,6 +32,7 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from .. import progress
 from ..errors import CardFormatError, RolloutCardError, UnsafeArchiveError
 from ..model.card import CardManifest
 from ..regular_files import NotRegularFileError, open_regular_fd
@@ -369,8 +370,10 @@ def unpack_card(archive: str | os.PathLike[str], out: str | os.PathLike[str], *,
                                      member=MANIFEST, rule="root-digest")
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.unpacking-"))
         try:
-            for member in source.members:
-                _write_member(source, member, tmp, expected)
+            with progress.task(f"unpack {source.name}", total=total, unit="B") as unpacking:
+                for member in source.members:
+                    _write_member(source, member, tmp, expected)
+                    unpacking.advance(member.size)
             os.chmod(tmp, 0o755)  # noqa: S103 - a card directory is world-readable like a packed file
             if out.exists():
                 out.rmdir()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from .. import progress
 from ..model.card import FileEntry, Inventory
 
 __all__ = ["CHUNK", "build_inventory", "root_digest", "sha256_file", "sha256_stream"]
@@ -14,28 +16,32 @@ __all__ = ["CHUNK", "build_inventory", "root_digest", "sha256_file", "sha256_str
 CHUNK = 1024 * 1024
 
 
-def sha256_stream(fh: BinaryIO, *, limit: int | None = None) -> tuple[str, int]:
-    """sha256 and byte count of a stream, read in 1 MiB chunks (at most `limit` bytes)."""
+def sha256_stream(fh: BinaryIO, *, limit: int | None = None, label: str | None = None,
+                  size: int | None = None) -> tuple[str, int]:
+    """sha256 and byte count of a stream, read in 1 MiB chunks (at most `limit` bytes); with
+    a `label` (the file's name) and its expected `size`, the bytes are counted as progress."""
     digest = hashlib.sha256()
     total = 0
     buf = bytearray(CHUNK)
     view = memoryview(buf)
-    while True:
-        want = CHUNK if limit is None else min(CHUNK, limit - total)
-        if want <= 0:
-            break
-        n = fh.readinto(view[:want])  # type: ignore[attr-defined]
-        if not n:
-            break
-        digest.update(view[:n])
-        total += n
+    with progress.task(f"sha256 {label}" if label else "sha256", total=size, unit="B") as counted:
+        while True:
+            want = CHUNK if limit is None else min(CHUNK, limit - total)
+            if want <= 0:
+                break
+            n = fh.readinto(view[:want])  # type: ignore[attr-defined]
+            if not n:
+                break
+            digest.update(view[:n])
+            total += n
+            counted.advance(n)
     return digest.hexdigest(), total
 
 
 def sha256_file(path: Path) -> tuple[str, int]:
     """sha256 and size of a file, streamed; never loads the whole file."""
     with open(path, "rb", buffering=0) as fh:
-        return sha256_stream(fh)
+        return sha256_stream(fh, label=path.name, size=os.fstat(fh.fileno()).st_size)
 
 
 def root_digest(entries: Iterable[FileEntry]) -> str:

@@ -85,7 +85,7 @@ class FileVerifier:
         entry = self._entry(rel)
         with self._source.open_binary(rel) as fh:  # type: ignore[attr-defined]
             # One byte more than listed: a longer file must not pass as its prefix.
-            digest, size = sha256_stream(fh, limit=entry.bytes + 1)
+            digest, size = sha256_stream(fh, limit=entry.bytes + 1, label=rel, size=entry.bytes)
         self._compare(entry, digest, size)
 
     def _compare(self, entry: FileEntry, digest: str, size: int) -> None:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import progress
 from ..errors import CardFormatError, RolloutCardError
 from ..model.card import CardManifest
 from .hashing import CHUNK, root_digest
@@ -100,26 +101,29 @@ def pack_card(card: str | os.PathLike[str], out: str | os.PathLike[str], *, over
 
             emit(file_header(MANIFEST, len(manifest_bytes), mtime) + manifest_bytes
                  + bytes(padding(len(manifest_bytes))))
-            for entry in manifest.inventory.files:
-                emit(file_header(entry.path, entry.bytes, mtime))
-                what = f"{root}/{entry.path}"
-                with source.open_binary(entry.path) as src:
-                    src_fd = src.fileno()
-                    if os.fstat(src_fd).st_size != entry.bytes:
-                        raise CardFormatError(f"{what} is {os.fstat(src_fd).st_size:,} bytes but the inventory "
-                                              f"lists {entry.bytes:,}; the file changed after the card was written")
-                    if verify:
-                        sha = copy_hashed(src_fd, 0, entry.bytes, fd, what)
-                    else:
-                        _copy_range(src_fd, 0, entry.bytes, fd, what)
-                        sha = entry.sha256
-                written += entry.bytes
-                if sha != entry.sha256:
-                    raise CardFormatError(
-                        f"{what}: sha256 is {sha} but the inventory lists {entry.sha256}; "
-                        "the file changed after the card was written"
-                    )
-                emit(bytes(padding(entry.bytes)))
+            total = sum(e.bytes for e in manifest.inventory.files)
+            with progress.task(f"pack {root.name}", total=total, unit="B") as packing:
+                for entry in manifest.inventory.files:
+                    emit(file_header(entry.path, entry.bytes, mtime))
+                    what = f"{root}/{entry.path}"
+                    with source.open_binary(entry.path) as src:
+                        src_fd = src.fileno()
+                        if os.fstat(src_fd).st_size != entry.bytes:
+                            raise CardFormatError(f"{what} is {os.fstat(src_fd).st_size:,} bytes but the inventory "
+                                                  f"lists {entry.bytes:,}; the file changed after the card was written")
+                        if verify:
+                            sha = copy_hashed(src_fd, 0, entry.bytes, fd, what)
+                        else:
+                            _copy_range(src_fd, 0, entry.bytes, fd, what)
+                            sha = entry.sha256
+                    written += entry.bytes
+                    if sha != entry.sha256:
+                        raise CardFormatError(
+                            f"{what}: sha256 is {sha} but the inventory lists {entry.sha256}; "
+                            "the file changed after the card was written"
+                        )
+                    emit(bytes(padding(entry.bytes)))
+                    packing.advance(entry.bytes)
             # No fsync: it would double the time of a large pack, and an archive torn by a
             # crash is refused by every reader (truncated or failing its digests).
             emit(end_of_archive(written))

@@ -60,6 +60,7 @@ import pyarrow.parquet as pq
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .. import progress
 from ..errors import CardFormatError, RedactionSpecError, RolloutCardError
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_stream
@@ -471,27 +472,34 @@ def _rewrite_table(card: Card, table: str, planned: list[_Planned], key: bytes |
     from ..tables import EPISODE_COLUMNS
 
     standard = _STEP_STANDARD if table == "steps" else [c.name for c in EPISODE_COLUMNS]
-    fs, base = card.source.filesystem()
     ref = getattr(card.manifest.tables, table)
-    for rel in ref.paths:
-        card.verify_file(rel)
-        with fs.open_input_file(f"{base}/{rel}") as fh:
-            reader = pq.ParquetFile(fh)
-            schema_in = reader.schema_arrow
-            new_cols = [DIGEST_PREFIX + c for c in dict.fromkeys(p.entry.column for p in planned)]
-            new_cols = [c for c in new_cols if c not in schema_in.names]
-            if episode_digests is not None and "episode_digest" not in schema_in.names:
-                new_cols.append("episode_digest")
-            schema = _output_schema(schema_in, new_cols, standard)
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with pq.ParquetWriter(target, schema, **PARQUET_OPTIONS) as writer:
-                for batch in reader.iter_batches(batch_size=_BATCH):
-                    if digests is not None:
-                        digests.feed(batch)
-                    if episode_digests is not None:
-                        batch = _fill_episode_digests(batch, episode_digests)
-                    writer.write_batch(_redact_batch(batch, planned, key, schema))
+    with progress.task(f"redact {table}", total=ref.rows, unit="rows") as rows:
+        for rel in ref.paths:
+            _rewrite_file(card, rel, planned, key, tmp / rel, digests, episode_digests, standard, rows)
+
+
+def _rewrite_file(card: Card, rel: str, planned: list[_Planned], key: bytes | None, target: Path,
+                  digests: _EpisodeDigests | None, episode_digests: dict[str, str] | None,
+                  standard: list[str], rows: progress.Task) -> None:
+    fs, base = card.source.filesystem()
+    card.verify_file(rel)
+    with fs.open_input_file(f"{base}/{rel}") as fh:
+        reader = pq.ParquetFile(fh)
+        schema_in = reader.schema_arrow
+        new_cols = [DIGEST_PREFIX + c for c in dict.fromkeys(p.entry.column for p in planned)]
+        new_cols = [c for c in new_cols if c not in schema_in.names]
+        if episode_digests is not None and "episode_digest" not in schema_in.names:
+            new_cols.append("episode_digest")
+        schema = _output_schema(schema_in, new_cols, standard)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with pq.ParquetWriter(target, schema, **PARQUET_OPTIONS) as writer:
+            for batch in reader.iter_batches(batch_size=_BATCH):
+                if digests is not None:
+                    digests.feed(batch)
+                if episode_digests is not None:
+                    batch = _fill_episode_digests(batch, episode_digests)
+                writer.write_batch(_redact_batch(batch, planned, key, schema))
+                rows.advance(batch.num_rows)
 
 
 def _fill_episode_digests(batch: pa.RecordBatch, digests: dict[str, str]) -> pa.RecordBatch:

@@ -122,7 +122,7 @@ def _card_digest(source: CardSource, name: str, check_files: bool) -> tuple[str,
         for f in manifest.inventory.files:
             try:
                 with source.open_binary(f.path) as fh:
-                    got = sha256_stream(fh, limit=f.bytes + 1)
+                    got = sha256_stream(fh, limit=f.bytes + 1, label=f.path, size=f.bytes)
             except CardFormatError as exc:
                 raise SignatureError(f"{name}: {f.path}: {exc}") from None
             if got != (f.sha256, f.bytes):

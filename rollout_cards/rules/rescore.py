@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import progress
 from ..errors import RuleError, StatisticsError
 from ..io.reader import Card, open_card
 from ..model.rule import Rule
@@ -115,10 +116,10 @@ def rescore(
             )
         seen[rule.rule] = file or "<rule>"
     keep = sorted({*_keep_columns([r for r, _ in [*declared, *alternatives]]), *(pair_on or [])})
-    runs = [
-        apply_rule(card, rule, file=file, seed=seed, keep_columns=keep)
-        for rule, file in [*declared, *alternatives]
-    ]
+    runs = []
+    for rule, file in [*declared, *alternatives]:
+        with progress.task(f"rescore {rule.rule}"):
+            runs.append(apply_rule(card, rule, file=file, seed=seed, keep_columns=keep))
     declared_runs, alternative_runs = runs[: len(declared)], runs[len(declared) :]
     targets = _targets(declared_runs, against)
     differences: list[RuleDifference] = []

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from .. import progress
 from ..errors import CardFormatError, UnsafeArchiveError
 from ..io.reader import CardSource, DirectorySource
 from . import coverage, inventory, layout, manifest, parquet, rules, semantics, signature
@@ -58,7 +59,7 @@ CHECKS: tuple[tuple[str, Check, bool], ...] = (
 def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> CheckRun:
     """Run one check into `findings`; skips and crashes become its status, never an exception."""
     try:
-        with ctx.collecting(findings):
+        with ctx.collecting(findings), progress.task(f"validate: {name}"):
             check(ctx)
     except SkipCheck as skip:
         # A check that found problems before it had to stop failed (or warned); only a

@@ -94,7 +94,7 @@ def check_digests(ctx: CheckContext) -> None:
             f.add("file-size-mismatch", f"is {size:,} bytes, the inventory says {entry.bytes:,}; the file was "
                   "changed or truncated: restore it or update the inventory", file=entry.path)
         with ctx.source.open_binary(entry.path) as fh:
-            digest, _ = sha256_stream(fh)
+            digest, _ = sha256_stream(fh, label=entry.path, size=size)
         if digest != entry.sha256:
             f.add("file-digest-mismatch", f"sha256 is {digest[:12]}…, the inventory says {entry.sha256[:12]}… "
                   f"(card.json#{pointer}); the file was changed: restore it or update the inventory",
