@@ -98,6 +98,8 @@ class _Renderer:
 
 
 def _amount(done: int, total: float | None, unit: str) -> str:
+    if total is None and not unit:
+        return ""  # a phase (a validation check, a rule): its name and time say it all
     if unit == "B":
         from rich.filesize import decimal
 

@@ -78,3 +78,12 @@ def test_wanted_only_for_terminals(monkeypatch):
     assert wanted(Stream(True)) and not wanted(Stream(False))
     monkeypatch.setenv("RCARD_PROGRESS", "0")
     assert not wanted(Stream(True))
+
+
+def test_amounts_say_their_unit():
+    from rollout_cards.cli.progress import _amount
+
+    assert _amount(1_500_000, 4_000_000, "B") == "1.5 MB / 4.0 MB"
+    assert _amount(1234, 5000, "rows") == "1,234 / 5,000 rows"
+    assert _amount(1234, None, "episodes") == "1,234 episodes"
+    assert _amount(3, None, "") == ""
