@@ -24,7 +24,14 @@ import pyarrow.compute as pc
 
 from ..errors import DecodeLimitError
 
-__all__ = ["BATCH_DECODED_BYTES", "DECODE_FLOOR", "DECODE_RATIO", "DecodeBudget", "variable_width"]
+__all__ = [
+    "BATCH_DECODED_BYTES",
+    "DECODE_FLOOR",
+    "DECODE_RATIO",
+    "DecodeBudget",
+    "dictionary_codes",
+    "variable_width",
+]
 
 #: Variable-width bytes a table may always decode to.
 DECODE_FLOOR = 64 * 1024 * 1024
@@ -40,17 +47,64 @@ def variable_width(t: pa.DataType) -> bool:
             or pa.types.is_large_binary(t))
 
 
+def _lengths(arr: pa.Array) -> np.ndarray:
+    dictionary = arr.dictionary
+    if pa.types.is_string(dictionary.type) or pa.types.is_binary(dictionary.type):
+        # the offsets buffer holds every length (a null value's is 0)
+        offsets = np.frombuffer(dictionary.buffers()[1], dtype=np.int32)
+        offsets = offsets[dictionary.offset : dictionary.offset + len(dictionary) + 1]
+        lengths = np.diff(offsets).astype(np.int64)
+        if dictionary.null_count:
+            lengths[~_valid(dictionary)] = 0
+        return lengths
+    return pc.fill_null(pc.binary_length(dictionary), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def dictionary_codes(arr: pa.Array, null_code: int = 0) -> np.ndarray:
+    """The indices of a dictionary array as int64, `null_code` at null rows, read from the
+    buffers (no kernel calls: this runs on every batch of a scan)."""
+    indices = arr.indices
+    n = len(indices)
+    dtype = np.dtype(indices.type.to_pandas_dtype())
+    codes = np.frombuffer(indices.buffers()[1], dtype=dtype)[indices.offset : indices.offset + n]
+    codes = codes.astype(np.int64)
+    if indices.null_count:
+        codes[~_valid(indices)] = null_code
+    return codes
+
+
+def _valid(arr: pa.Array) -> np.ndarray:
+    """The validity bitmap of `arr` as a bool per row."""
+    bits = np.unpackbits(np.frombuffer(arr.buffers()[0], dtype=np.uint8), bitorder="little")
+    return bits[arr.offset : arr.offset + len(arr)].astype(bool)
+
+
+def _indices(arr: pa.Array) -> np.ndarray:
+    return dictionary_codes(arr, 0)
+
+
 def _row_bytes(arr: pa.Array) -> np.ndarray:
-    lengths = pc.fill_null(pc.binary_length(arr.dictionary), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    indices = pc.fill_null(arr.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    return lengths[indices] if len(lengths) else np.zeros(len(arr), dtype=np.int64)
+    lengths = _lengths(arr)
+    return lengths[_indices(arr)] if len(lengths) else np.zeros(len(arr), dtype=np.int64)
+
+
+def _column_bytes(arr: pa.Array) -> int:
+    """What the column decodes to: each dictionary value's length times the rows that use it
+    (one counting pass over the indices, no per-row array; a null row counts as value 0)."""
+    lengths = _lengths(arr)
+    if not len(lengths):
+        return 0
+    uses = np.bincount(_indices(arr), minlength=len(lengths))
+    return int(uses[: len(lengths)] @ lengths)
 
 
 class DecodeBudget:
     """The budget of one table (`name`, `stored_bytes` on disk) over all the batches read from it.
 
     `decode(batch, schema, expand)` takes a batch whose `expand` columns are dictionary-encoded
-    and yields it with those columns cast to their type in `schema`, sliced to BATCH_DECODED_BYTES.
+    and yields it with those columns cast to their type in `schema`, sliced to BATCH_DECODED_BYTES;
+    `charge(batch, expand)` only counts what the batch would decode to (for a reader that keeps
+    the columns encoded), with the same refusal.
     """
 
     def __init__(self, name: str, stored_bytes: int):
@@ -58,30 +112,36 @@ class DecodeBudget:
         self.limit = DECODE_FLOOR + DECODE_RATIO * stored_bytes
         self.used = 0
 
-    def decode(self, batch: pa.RecordBatch, schema: pa.Schema, expand: set[str]) -> Iterator[pa.RecordBatch]:
-        columns = [n for n in batch.schema.names if n in expand and pa.types.is_dictionary(batch.schema.field(n).type)]
-        if not columns:
-            yield batch
-            return
-        rows = np.zeros(batch.num_rows, dtype=np.int64)
-        largest, most = columns[0], -1
-        for name in columns:
-            sizes = _row_bytes(batch.column(name))
-            rows += sizes
-            if int(sizes.sum()) > most:
-                largest, most = name, int(sizes.sum())
-        total = int(rows.sum())
+    def _encoded(self, batch: pa.RecordBatch, expand: set[str]) -> list[str]:
+        return [n for n in batch.schema.names if n in expand and pa.types.is_dictionary(batch.schema.field(n).type)]
+
+    def charge(self, batch: pa.RecordBatch, expand: set[str]) -> int:
+        """Count the variable-width bytes `batch` decodes to; DecodeLimitError past the limit."""
+        sizes = {name: _column_bytes(batch.column(name)) for name in self._encoded(batch, expand)}
+        total = sum(sizes.values())
         self.used += total
         if self.used > self.limit:
+            largest = max(sizes, key=lambda k: sizes[k])
             raise DecodeLimitError(
                 f"{self.name} decodes to more than {self.limit:,} bytes of text ({DECODE_RATIO:,} times its "
                 f"{(self.limit - DECODE_FLOOR) // DECODE_RATIO:,} stored bytes, plus {DECODE_FLOOR:,}), most of it "
-                f"in column {largest!r} ({most:,} bytes in {batch.num_rows:,} rows): a dictionary page repeated over "
-                "many rows, a decompression bomb; regenerate the file")
+                f"in column {largest!r} ({sizes[largest]:,} bytes in {batch.num_rows:,} rows): a dictionary page "
+                "repeated over many rows, a decompression bomb; regenerate the file")
+        return total
+
+    def decode(self, batch: pa.RecordBatch, schema: pa.Schema, expand: set[str]) -> Iterator[pa.RecordBatch]:
+        columns = self._encoded(batch, expand)
+        if not columns:
+            yield batch
+            return
+        total = self.charge(batch, expand)
         target = pa.schema([schema.field(n) if n in columns else batch.schema.field(n) for n in batch.schema.names])
         if total <= BATCH_DECODED_BYTES:
             yield batch.cast(target)
             return
+        rows = np.zeros(batch.num_rows, dtype=np.int64)
+        for name in columns:
+            rows += _row_bytes(batch.column(name))
         ends = np.cumsum(rows)
         start = 0
         while start < batch.num_rows:

@@ -340,13 +340,20 @@ class Card:
         return self._batches("episodes", columns, filter, batch_size)
 
     def iter_steps(
-        self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536
+        self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536,
+        *, encoded: bool = False,
     ) -> Iterator[pa.RecordBatch]:
-        """Stream the steps table as record batches (bounded memory)."""
-        return self._batches("steps", columns, filter, batch_size)
+        """Stream the steps table as record batches (bounded memory).
+
+        With `encoded`, string and binary columns stay dictionary-encoded as read (their
+        decoded size still counts against the decode budget); no `filter` then: a consumer
+        that works on the dictionaries filters the batches itself.
+        """
+        return self._batches("steps", columns, filter, batch_size, encoded=encoded)
 
     def _batches(
-        self, table: str, columns: Sequence[str] | None, where: Filter, batch_size: int
+        self, table: str, columns: Sequence[str] | None, where: Filter, batch_size: int,
+        *, encoded: bool = False,
     ) -> Iterator[pa.RecordBatch]:
         # Filters are evaluated here, on decoded batches, never pushed into the Parquet scan:
         # pushdown prunes and short-cuts row groups by their footer statistics, which nothing
@@ -354,13 +361,15 @@ class Card:
         # grouped by episode, so the statistics of kind, name, ... rarely prune anything anyway.
         dataset = self.dataset(table)
         selected = self._columns(table, columns)
+        if encoded and where is not None:
+            raise ValueError("encoded batches are not filtered by the reader: filter them after reading")
         expr, names = self._filter(table, where)
         read = selected if expr is None else self._read_columns(table, selected, expr, names)
         scan, expand, stored = self._scans[table]
         budget = DecodeBudget(f"{self.source.name}: the {table} table", stored)
         verified = False
         try:
-            for encoded in scan.to_batches(
+            for raw in scan.to_batches(
                 columns=read, batch_size=batch_size, batch_readahead=2, fragment_readahead=1
             ):
                 if not verified:  # the first batch was decoded while the parts were hashed
@@ -368,8 +377,12 @@ class Card:
                     verified = True
                 # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
                 # check on read; catch them here rather than deep inside whoever uses the values.
-                encoded.validate(full=True)
-                for batch in budget.decode(encoded, dataset.schema, expand):
+                raw.validate(full=True)
+                if encoded:
+                    budget.charge(raw, expand)
+                    yield raw
+                    continue
+                for batch in budget.decode(raw, dataset.schema, expand):
                     if expr is not None:
                         batch = batch.filter(expr)
                         if read != selected:

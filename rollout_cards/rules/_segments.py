@@ -7,7 +7,8 @@ every row. Lists are Arrow list arrays; sorting, deduplicating, comparing and
 searching their items is done on the flattened items with the parent index of each
 item, so every operation is vectorized over all lists of a column at once.
 
-    run_starts(keys) -> int64 starts of the runs of equal values (keys grouped or not)
+    run_starts(keys) -> int64 starts of the runs of equal values (keys grouped or not;
+        a dictionary-encoded key compares its indices)
     lists_from_runs(values, starts, n) -> ListArray with one list per run
     sort_lists(lists, distinct=False) -> the items of each list sorted (and deduplicated)
     lists_equal(a, b) -> bool per row: same length and equal items in order
@@ -20,7 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..io.decode import dictionary_codes
+
 __all__ = [
+    "as_array",
     "flatten",
     "index_of",
     "item_at",
@@ -41,6 +45,11 @@ def run_starts(keys: pa.Array) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if n == 1:
         return np.zeros(1, dtype=np.int64)
+    if pa.types.is_dictionary(keys.type) and keys.null_count == 0:
+        # Equal indices are equal values; a dictionary that repeats a value only splits a
+        # run in two, which every consumer merges like an episode split across batches.
+        codes = dictionary_codes(keys)
+        return np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1]).astype(np.int64)
     changed = pc.not_equal(keys.slice(1), keys.slice(0, n - 1))
     changed = np.asarray(changed.to_numpy(zero_copy_only=False), dtype=bool)
     return np.concatenate([[0], np.flatnonzero(changed) + 1]).astype(np.int64)
@@ -52,7 +61,8 @@ def lists_from_runs(values: pa.Array, starts: np.ndarray, n: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, values)
 
 
-def _as_array(x: pa.Array | pa.ChunkedArray) -> pa.Array:
+def as_array(x: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """x as one Array (chunks combined)."""
     if isinstance(x, pa.ChunkedArray):
         return x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
     return x
@@ -60,14 +70,14 @@ def _as_array(x: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def offsets_of(lists: pa.Array) -> np.ndarray:
     """The (n + 1) offsets of a list array, relative to its own first item."""
-    lists = _as_array(lists)
+    lists = as_array(lists)
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
     return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
 
 
 def flatten(lists: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """The items of every (non-null) list in order, and the row each item belongs to."""
-    lists = _as_array(lists)
+    lists = as_array(lists)
     items = pc.list_flatten(lists)
     parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
     return items, parents
@@ -84,7 +94,7 @@ def rebuild(items: pa.Array, parents: np.ndarray, n: int, valid: pa.Array | None
 def sort_lists(lists: pa.Array, *, distinct: bool = False) -> pa.Array:
     """Each list's items in ascending order (nulls last); with `distinct`, each value once
     and nulls dropped. Null lists stay null."""
-    lists = _as_array(lists)
+    lists = as_array(lists)
     n = len(lists)
     items, parents = flatten(lists)
     if len(items) == 0:
@@ -109,7 +119,7 @@ def sort_lists(lists: pa.Array, *, distinct: bool = False) -> pa.Array:
 def lists_equal(a: pa.Array, b: pa.Array) -> pa.Array:
     """Per row: both lists have the same length and equal items in the same order (two
     null items are equal); null when either list is null."""
-    a, b = _as_array(a), _as_array(b)
+    a, b = as_array(a), as_array(b)
     n = len(a)
     len_a = pc.list_value_length(a)
     len_b = pc.list_value_length(b)
@@ -138,7 +148,7 @@ def _hits(lists: pa.Array, x: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def list_contains(lists: pa.Array, x: pa.Array) -> pa.Array:
     """Per row: x equals an item of the list; null when the list or x is null."""
-    lists, x = _as_array(lists), _as_array(x)
+    lists, x = as_array(lists), as_array(x)
     n = len(lists)
     parents, hit = _hits(lists, x)
     found = np.bincount(parents[hit], minlength=n) > 0 if hit.any() else np.zeros(n, dtype=bool)
@@ -148,7 +158,7 @@ def list_contains(lists: pa.Array, x: pa.Array) -> pa.Array:
 
 def item_at(lists: pa.Array, index: pa.Array) -> pa.Array:
     """Per row: the item at `index` (negative counts from the end); null when out of range."""
-    lists, index = _as_array(lists), _as_array(index)
+    lists, index = as_array(lists), as_array(index)
     offsets = offsets_of(lists)
     lengths = np.diff(offsets)
     i = pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -164,7 +174,7 @@ def item_at(lists: pa.Array, index: pa.Array) -> pa.Array:
 
 def index_of(lists: pa.Array, x: pa.Array) -> pa.Array:
     """Per row: the position of the first item equal to x; null when absent or either is null."""
-    lists, x = _as_array(lists), _as_array(x)
+    lists, x = as_array(lists), as_array(x)
     n = len(lists)
     parents, hit = _hits(lists, x)
     offsets = offsets_of(lists)

@@ -1,15 +1,17 @@
 """Step features: per-episode values aggregated from the steps table, by streaming.
 
 The steps table is never held in memory. It is read in record batches with only the
-columns the features need (projection) and the part of the features' `where`
-conditions that reads step columns pushed into the scan (their disjunction, so one
-pass serves every feature). Steps are stored grouped by episode, so within a batch
-the selected steps of an episode form a run: each batch is reduced per run with
-numpy `reduceat` over the run starts (`_segments`), without hashing. Partials merge
-associatively (count and sum add, min/max/any/all combine, first/last keep the
-smallest/largest `seq`) with one final group-by, so batches in any order, episodes
-split across batches and tables that are not grouped all give the same answer; the
-grouping only makes it fast. `list` and `set` keep the selected items, which is the
+columns the features need (projection), strings still dictionary-encoded: `where` and
+`value` are evaluated once per distinct value (`_encoded`), so `kind == 'tool_call'`
+compares two strings per batch, not millions. One pass serves every feature. Steps are
+stored grouped by episode, so within a batch the selected steps of an episode form a
+run: each batch is reduced per run with numpy `reduceat` over the run starts
+(`_segments`), without hashing. Partials merge associatively (count and sum add,
+min/max/any/all combine, first/last keep the smallest/largest `seq`): first the runs
+of an episode split across batches, by reductions again; then one hash lookup aligns
+the values with the episodes table and proves every episode has one partial. When it
+does not (steps not grouped, batches in any order), the general group-by merge runs,
+so every layout gives the same answer; the grouping only makes it fast. `list` and `set` keep the selected items, which is the
 size of their answer, capped per episode (MAX_LIST_ITEMS).
 
 Episode columns are visible in a feature's `where` and `value` by name (a step
@@ -23,8 +25,6 @@ column of the same name wins; the episode's is then `episode.<name>`), e.g.
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from ..errors import ExpressionError, RuleError
 from ..model.rule import Feature, FeatureAgg
+from . import _encoded as enc
 from . import _segments as seg
 from .expressions import Expression, parse_expression
 
@@ -199,6 +200,12 @@ def _check_value_type(
 # ---------------------------------------------------------------------- partials
 
 
+def _longest(ids: pa.Array, starts: np.ndarray, lengths: np.ndarray, names: pa.Array | None) -> object:
+    """The episode of the longest run (its id; `ids` may hold episode rows into `names`)."""
+    episode = ids[int(starts[int(np.argmax(lengths))])].as_py()
+    return names[episode].as_py() if names is not None and isinstance(episode, int) else episode
+
+
 def _too_many(feature: CompiledFeature, episode: object) -> RuleError:
     who = f"rule {feature.rule!r}, " if feature.rule else ""
     return RuleError(
@@ -213,7 +220,7 @@ def _too_many(feature: CompiledFeature, episode: object) -> RuleError:
 def _value_column(feature: CompiledFeature, batch: pa.RecordBatch) -> pa.Array:
     if feature.value is None:
         return pa.repeat(pa.scalar(True), batch.num_rows)  # any: "a selected step exists"
-    values = feature.value.evaluate(batch)
+    values = enc.decoded(enc.evaluate(feature.value, batch))
     if feature.agg in (FeatureAgg.SUM, FeatureAgg.MEAN) and pa.types.is_boolean(values.type):
         values = values.cast(pa.int64())
     return values
@@ -233,7 +240,7 @@ def _segment_partial(
 ) -> pa.Table | None:
     """Per-run partial state, or None when the value type needs the group-by path."""
     agg = feature.agg
-    run_ids = ids.take(pa.array(starts))
+    run_ids = enc.decoded(ids.take(pa.array(starts)))
     if agg is FeatureAgg.COUNT:
         return pa.table({"episode_id": run_ids, "n": np.diff(np.append(starts, n))})
     assert values is not None
@@ -280,19 +287,102 @@ def _segment_partial(
     return None
 
 
-def _partial(feature: CompiledFeature, batch: pa.RecordBatch) -> pa.Table:
-    """One batch of selected steps reduced to partial state per run of episode_id."""
+class _Selection:
+    """The rows of a batch one `where` selects: a mask, and the filtered batch on demand
+    (count, first and last read the mask and the run starts of the whole batch instead)."""
+
+    def __init__(self, batch: pa.RecordBatch, mask: np.ndarray | None):
+        self.batch, self.mask = batch, mask
+        self._filtered: pa.RecordBatch | None = None
+        self._starts: np.ndarray | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.mask is not None and not self.mask.any()
+
+    def filtered(self) -> pa.RecordBatch:
+        if self._filtered is None:
+            self._filtered = self.batch if self.mask is None else self.batch.filter(pa.array(self.mask))
+        return self._filtered
+
+    def starts(self) -> np.ndarray:
+        if self._starts is None:
+            self._starts = seg.run_starts(self.batch.column("episode_id"))
+        return self._starts
+
+
+def _selected_partial(
+    feature: CompiledFeature, selection: _Selection, names: pa.Array | None = None
+) -> pa.Table:
+    """`_partial` of the selected rows; count and first / last (when seq ascends within
+    the runs) straight from the mask, without filtering the batch."""
+    agg, batch, mask = feature.agg, selection.batch, selection.mask
+    if mask is None or agg not in (FeatureAgg.COUNT, FeatureAgg.FIRST, FeatureAgg.LAST):
+        return _partial(feature, selection.filtered(), names)
+    ids, n, starts = batch.column("episode_id"), batch.num_rows, selection.starts()
+    if agg is FeatureAgg.COUNT:
+        counts = np.add.reduceat(mask.astype(np.int64), starts)
+        keep = counts > 0
+        run_ids = enc.decoded(ids.take(pa.array(starts[keep])))
+        return pa.table({"episode_id": run_ids, "n": counts[keep]})
+    seq = batch.column("seq").to_numpy(zero_copy_only=False)
+    inner = np.ones(n, dtype=bool)
+    inner[starts] = False
+    if not np.all(np.diff(seq)[inner[1:]] > 0):
+        return _partial(feature, selection.filtered(), names)
+    rows = np.flatnonzero(mask)
+    run_of = np.searchsorted(starts, rows, side="right") - 1
+    change = np.flatnonzero(run_of[1:] != run_of[:-1]) + 1
+    if agg is FeatureAgg.FIRST:
+        at = rows[np.concatenate([[0], change])]
+    else:
+        at = rows[np.concatenate([change - 1, [rows.size - 1]])]
+    picked = batch.take(pa.array(at))
+    return pa.table(
+        {
+            "episode_id": enc.decoded(picked.column("episode_id")),
+            "seq": picked.column("seq"),
+            "v": _value_column(feature, picked),
+        }
+    )
+
+
+def _partial(
+    feature: CompiledFeature, batch: pa.RecordBatch, names: pa.Array | None = None
+) -> pa.Table:
+    """One batch of selected steps reduced to partial state per run of episode_id (the
+    ids, or episode rows into `names`)."""
     agg = feature.agg
     ids = batch.column("episode_id")
     n = batch.num_rows
     starts = seg.run_starts(ids)
     if agg is FeatureAgg.COUNT:
         return _segment_partial(feature, ids, None, starts, n)  # type: ignore[return-value]
+    if agg in (FeatureAgg.FIRST, FeatureAgg.LAST):
+        seq = batch.column("seq").to_numpy(zero_copy_only=False)
+        inner = np.ones(n, dtype=bool)
+        inner[starts] = False
+        if n and np.all(np.diff(seq)[inner[1:]] > 0):
+            # seq ascends within each run: first / last are at the run's ends, and the value
+            # (a function of its row) is computed for those rows only
+            at = pa.array(starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1)
+            picked = batch.take(at)
+            return pa.table(
+                {
+                    "episode_id": enc.decoded(picked.column("episode_id")),
+                    "seq": picked.column("seq"),
+                    "v": _value_column(feature, picked),
+                }
+            )
     values = _value_column(feature, batch)
+    partial = _segment_partial(feature, ids, values, starts, n)
+    if partial is not None:
+        return partial
+    ids = enc.decoded(ids)
     if agg in _LISTS:
         lengths = np.diff(np.append(starts, n))
         if lengths.max(initial=0) > MAX_LIST_ITEMS:
-            raise _too_many(feature, ids[int(starts[int(np.argmax(lengths))])].as_py())
+            raise _too_many(feature, _longest(ids, starts, lengths, names))
         rows = pa.table({"episode_id": ids, "seq": batch.column("seq"), "v": values})
         if agg is FeatureAgg.SET:
             rows = rows.filter(pc.is_valid(values)).group_by(["episode_id", "v"]).aggregate(
@@ -301,21 +391,8 @@ def _partial(feature: CompiledFeature, batch: pa.RecordBatch) -> pa.Table:
             rows = _named(rows, episode_id="episode_id", seq="seq_min", v="v")
         return rows
     if agg in _ORDERED:
-        seq = batch.column("seq").to_numpy(zero_copy_only=False)
-        inner = np.ones(n, dtype=bool)
-        inner[starts] = False
-        if n and np.all(np.diff(seq)[inner[1:]] > 0):
-            # seq ascends within each run: first / last are at the run's ends
-            at = starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1
-            take = pa.array(at)
-            return pa.table(
-                {"episode_id": ids.take(take), "seq": batch.column("seq").take(take), "v": values.take(take)}
-            )
         rows = pa.table({"episode_id": ids, "seq": batch.column("seq"), "v": values})
         return _merge(feature, [rows])
-    partial = _segment_partial(feature, ids, values, starts, n)
-    if partial is not None:
-        return partial
     return _merge_plain(agg, pa.table({"episode_id": ids, "v": values}), first=True)
 
 
@@ -344,6 +421,26 @@ def _named(table: pa.Table, **columns: str) -> pa.Table:
     return pa.table({new: table.column(old) for new, old in columns.items()})
 
 
+def _compact(feature: CompiledFeature, parts: list[pa.Table]) -> pa.Table:
+    """Partials merged into one table to bound memory: adjacent runs first (no hashing),
+    the group-by when that leaves more than half of them (steps not grouped)."""
+    table = pa.concat_tables(parts, promote_options="permissive")
+    merged = _merge_adjacent(feature, table)
+    if merged is not None and (_ascending_rows(merged) or 2 * merged.num_rows <= table.num_rows + 1):
+        return merged
+    return _merge(feature, [table if merged is None else merged])
+
+
+def _ascending_rows(table: pa.Table) -> bool:
+    """Whether the ids are episode rows (`_Positions`) in ascending order: one partial per
+    episode, which no group-by would merge further."""
+    ids = table.column("episode_id")
+    if not pa.types.is_integer(ids.type):
+        return False
+    rows = seg.as_array(ids).to_numpy(zero_copy_only=False)
+    return bool(np.all(np.diff(rows) > 0))
+
+
 def _merge(feature: CompiledFeature, parts: list[pa.Table]) -> pa.Table:
     """Merge partial tables into one (associative: the order of parts does not matter)."""
     table = pa.concat_tables(parts, promote_options="permissive")
@@ -363,8 +460,173 @@ def _merge(feature: CompiledFeature, parts: list[pa.Table]) -> pa.Table:
     return _merge_plain(agg, table, first=False)
 
 
-def _list_rows(feature: CompiledFeature, table: pa.Table) -> tuple[pa.Array, pa.Array]:
-    """(episode ids, lists in seq order) from the kept (episode_id, seq, v) rows."""
+def _merge_adjacent(feature: CompiledFeature, table: pa.Table) -> pa.Table | None:
+    """Partials of an episode that follow each other (an episode split across batches)
+    merged by reductions over the runs of equal ids, without hashing. An id that comes
+    back after another one is not merged (`_align` finds it); None for the states that
+    need the group-by (lists, min/max of non-numbers, first/last whose seq does not
+    ascend within the runs)."""
+    agg = feature.agg
+    if agg in _LISTS:
+        return None
+    ids = seg.as_array(table.column("episode_id"))
+    n = len(ids)
+    starts = seg.run_starts(ids)
+    if len(starts) == n:
+        return table
+    at = pa.array(starts)
+    out: dict[str, pa.Array] = {"episode_id": ids.take(at)}
+
+    def column(name: str) -> pa.Array:
+        return seg.as_array(table.column(name))
+
+    def add(name: str) -> np.ndarray:
+        return np.add.reduceat(_numpy(column(name), 0), starts)
+
+    if agg is FeatureAgg.COUNT:
+        out["n"] = pa.array(add("n"), pa.int64())
+    elif agg is FeatureAgg.MEAN:
+        out["s"], out["c"] = pa.array(add("s")), pa.array(add("c"), pa.int64())
+    elif agg is FeatureAgg.SUM:
+        v = column("v")
+        if pa.types.is_integer(v.type):
+            approx = np.add.reduceat(_numpy(v, 0).astype(np.float64), starts)
+            if np.any(np.abs(approx) > 2.0**62):
+                return None  # the group-by's checked sum reports the overflow
+        out["v"] = pa.array(add("v"), v.type)
+    elif agg in (FeatureAgg.ANY, FeatureAgg.ALL):
+        wanted = agg is FeatureAgg.ANY  # a null partial (no value) is the identity
+        hits = np.asarray(_numpy(column("v"), not wanted), dtype=bool) == wanted
+        found = np.add.reduceat(hits.astype(np.int64), starts) > 0
+        out["v"] = pa.array(found if wanted else ~found)
+    elif agg in (FeatureAgg.MIN, FeatureAgg.MAX):
+        v = column("v")
+        if not (pa.types.is_integer(v.type) or pa.types.is_floating(v.type)):
+            return None
+        is_min = agg is FeatureAgg.MIN
+        if pa.types.is_floating(v.type):
+            fill = np.inf if is_min else -np.inf
+        else:
+            info = np.iinfo(np.int64)
+            fill = info.max if is_min else info.min
+        data = _numpy(v, fill)
+        if pa.types.is_floating(v.type) and np.isnan(data).any():
+            return None
+        reduced = (np.minimum if is_min else np.maximum).reduceat(data, starts)
+        out["v"] = pa.array(reduced, v.type, mask=_valid_counts(v, starts) == 0)
+    else:  # first / last: the run's ends when seq ascends within it
+        seq = column("seq").to_numpy(zero_copy_only=False)
+        inner = np.ones(n, dtype=bool)
+        inner[starts] = False
+        if not np.all(np.diff(seq)[inner[1:]] > 0):
+            return None
+        ends = pa.array(starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1)
+        out["episode_id"] = ids.take(ends)
+        out["seq"], out["v"] = column("seq").take(ends), column("v").take(ends)
+    return pa.table(out)
+
+
+def _align(finished: pa.Table, episode_ids: pa.ChunkedArray | None) -> pa.Table | None:
+    """The finished values with one row per episode, in the order of `episode_ids` (null
+    where an episode has none), if every id of `finished` is one episode's; None when an
+    id repeats (steps not grouped by episode) or is no episode's. Ids may be episode rows
+    (int64, see `_Positions`): then they must ascend. Without episodes: the table itself
+    when its ids are distinct."""
+    ids = seg.as_array(finished.column("episode_id"))
+    name = finished.column_names[1]
+    if episode_ids is None:
+        return finished if pc.count_distinct(ids).as_py() == len(ids) else None
+    if pa.types.is_integer(ids.type):
+        rows = ids.to_numpy(zero_copy_only=False)
+        if len(rows) > 1 and not np.all(np.diff(rows) > 0):
+            return None
+        index = np.zeros(len(episode_ids), dtype=np.int64)
+        index[rows] = np.arange(len(rows))
+        has = np.zeros(len(episode_ids), dtype=bool)
+        has[rows] = True
+        positions = pa.array(index, mask=~has)
+    else:
+        positions = pc.index_in(episode_ids, value_set=ids)
+        found = positions.drop_null().to_numpy(zero_copy_only=False)
+        if len(ids) and not np.all(np.bincount(found, minlength=len(ids)) == 1):
+            return None
+    return pa.table({"episode_id": episode_ids, name: finished.column(name).take(positions)})
+
+
+def _final(
+    feature: CompiledFeature, parts: list[pa.Table], episode_ids: pa.ChunkedArray | None
+) -> pa.Table:
+    """The per-episode values of a feature from all its partials: without hashing when the
+    steps were grouped by episode, else by the group-by merge."""
+    table = pa.concat_tables(parts, promote_options="permissive")
+    names = seg.as_array(episode_ids) if episode_ids is not None else None
+    if feature.agg in _LISTS:
+        fast = _finish(feature, table, grouped=True, names=names)
+    else:
+        merged = _merge_adjacent(feature, table)
+        fast = None if merged is None else _finish(feature, merged)
+    if fast is not None:
+        aligned = _align(fast, episode_ids)
+        if aligned is not None:
+            return aligned
+    table = _with_ids(table, names)
+    return _finish(feature, _merge(feature, [table]))  # type: ignore[return-value]
+
+
+def _with_ids(table: pa.Table, names: pa.Array | None) -> pa.Table:
+    """`table` with episode rows (int64, `_Positions`) turned back into episode ids."""
+    column = table.column("episode_id")
+    if names is None or not pa.types.is_integer(column.type):
+        return table
+    at = table.schema.get_field_index("episode_id")
+    return table.set_column(at, "episode_id", names.take(seg.as_array(column)))
+
+
+class _Positions:
+    """Episode rows for step batches whose episodes come in the episodes table's order.
+
+    A writer stores steps grouped by episode and, as a rule, in the order of the
+    episodes, so each run of equal episode_id in the scan is the next episode (or the
+    previous one continued across a batch boundary). While that holds, `rows(batch)`
+    replaces the batch's episode_id with the episode's row number: partials then merge
+    and align on integers, with no hash of the ids. The first batch that does not
+    follow the order (a step-less episode, another order, ungrouped steps) ends it:
+    `rows` returns None and the caller turns the rows it holds back into ids.
+    """
+
+    def __init__(self, episode_ids: pa.ChunkedArray):
+        self.ids = seg.as_array(episode_ids)
+        self.next = 0
+
+    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        ids = batch.column("episode_id")
+        n = batch.num_rows
+        starts = seg.run_starts(ids)
+        run_ids = enc.decoded(ids.take(pa.array(starts)))
+        if len(starts) > 1:  # a dictionary that repeats a value splits a run: join it again
+            same = pc.equal(run_ids.slice(1), run_ids.slice(0, len(starts) - 1))
+            keep = np.concatenate([[True], ~np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)])
+            if not keep.all():
+                starts, run_ids = starts[keep], run_ids.filter(pa.array(keep))
+        first, m = self.next, len(starts)
+        if first and run_ids[0].as_py() == self.ids[first - 1].as_py():
+            first -= 1
+        if first + m > len(self.ids) or not pc.all(pc.equal(run_ids, self.ids.slice(first, m))).as_py():
+            return None
+        self.next = first + m
+        lengths = np.diff(np.append(starts, n))
+        rows = np.repeat(np.arange(first, first + m, dtype=np.int64), lengths)
+        at = batch.schema.get_field_index("episode_id")
+        return batch.set_column(at, "episode_id", pa.array(rows))
+
+
+def _list_rows(
+    feature: CompiledFeature, table: pa.Table, *, grouped: bool = False, names: pa.Array | None = None
+) -> tuple[pa.Array, pa.Array] | None:
+    """(episode ids, lists in seq order) from the kept (episode_id, seq, v) rows.
+
+    With `grouped`, None unless seq ascends within every run of equal ids (whether an id
+    comes back in a later run is then for the caller to check, see `_align`)."""
     ids = table.column("episode_id").combine_chunks()
     seq = table.column("seq").combine_chunks()
     values = table.column("v").combine_chunks()
@@ -374,7 +636,11 @@ def _list_rows(feature: CompiledFeature, table: pa.Table) -> tuple[pa.Array, pa.
     inner = np.ones(n, dtype=bool)
     inner[starts] = False
     ascending = n == 0 or bool(np.all(np.diff(seq_np)[inner[1:]] > 0))
-    if not ascending or pc.count_distinct(ids.take(pa.array(starts))).as_py() != len(starts):
+    if grouped and not ascending:
+        return None
+    if grouped:
+        pass
+    elif not ascending or pc.count_distinct(ids.take(pa.array(starts))).as_py() != len(starts):
         order = pc.sort_indices(
             pa.table({"e": ids, "s": seq}), sort_keys=[("e", "ascending"), ("s", "ascending")]
         )
@@ -382,12 +648,15 @@ def _list_rows(feature: CompiledFeature, table: pa.Table) -> tuple[pa.Array, pa.
         starts = seg.run_starts(ids)
     lengths = np.diff(np.append(starts, n))
     if lengths.max(initial=0) > MAX_LIST_ITEMS:
-        raise _too_many(feature, ids[int(starts[int(np.argmax(lengths))])].as_py())
+        raise _too_many(feature, _longest(ids, starts, lengths, names))
     return ids.take(pa.array(starts)), seg.lists_from_runs(values, starts, n)
 
 
-def _finish(feature: CompiledFeature, table: pa.Table) -> pa.Table:
-    """Final per-episode values from merged partial state: (episode_id, <name>)."""
+def _finish(
+    feature: CompiledFeature, table: pa.Table, *, grouped: bool = False, names: pa.Array | None = None
+) -> pa.Table | None:
+    """Final per-episode values from merged partial state: (episode_id, <name>); with
+    `grouped` (rows of an episode adjacent, see `_list_rows`) None if they are not."""
     agg, name = feature.agg, feature.name
     ids = table.column("episode_id")
     if agg is FeatureAgg.COUNT:
@@ -396,7 +665,10 @@ def _finish(feature: CompiledFeature, table: pa.Table) -> pa.Table:
         s, c = table.column("s").cast(pa.float64()), table.column("c")
         column = pc.if_else(pc.equal(c, 0), pa.scalar(None, pa.float64()), pc.divide(s, c))
     elif agg in _LISTS:
-        ids, column = _list_rows(feature, table)
+        found = _list_rows(feature, table, grouped=grouped, names=names)
+        if found is None:
+            return None
+        ids, column = found
         if agg is FeatureAgg.SET:
             column = seg.sort_lists(column, distinct=True)
     else:
@@ -407,17 +679,6 @@ def _finish(feature: CompiledFeature, table: pa.Table) -> pa.Table:
 
 
 # ------------------------------------------------------------------------ scanning
-
-
-def _scan_filter(features: Sequence[CompiledFeature], schema: pa.Schema) -> pc.Expression | None:
-    """The disjunction of what each feature's `where` lets the scan check (None: all rows)."""
-    filters = []
-    for where in dict.fromkeys(f.where for f in features):
-        pushed = where.prefilter(schema) if where is not None else None
-        if pushed is None:
-            return None
-        filters.append(pushed)
-    return functools.reduce(operator.or_, filters)
 
 
 class _EpisodeColumns:
@@ -470,41 +731,43 @@ def compute_features(
         if episodes is None:
             raise ValueError("a feature reads episode columns: pass the episodes table")
         joiner = _EpisodeColumns(episodes, visible)
-    pushed_all = False
     if batches is None:
         if card is None:
             raise ValueError("compute_features needs batches or a card")
         columns = sorted({"episode_id"} | set().union(*(f.columns for f in features)))
-        schema = card.schema("steps")  # type: ignore[attr-defined]
-        scan_filter = _scan_filter(features, schema)
+        # Strings stay dictionary-encoded: `where` and `value` are evaluated per distinct
+        # value (`_encoded`) and only the values a feature keeps are decoded.
         batches = card.iter_steps(  # type: ignore[attr-defined]
-            columns=columns, filter=scan_filter, batch_size=batch_size
+            columns=columns, batch_size=batch_size, encoded=True
         )
-        # With one distinct `where` that the scan could check whole, it is already applied.
-        wheres = {f.where for f in features}
-        (only,) = wheres if len(wheres) == 1 else (None,)
-        pushed_all = only is not None and only.pushable(schema)
     parts: list[list[pa.Table]] = [[] for _ in features]
     rows = [0] * len(features)
+    limits = [_COMPACT_ROWS] * len(features)
+    positions = _Positions(episodes.column("episode_id")) if episodes is not None else None
+    names = positions.ids if positions is not None else None
     for batch in batches:
         if batch.num_rows == 0:
             continue
         if joiner is not None:
             batch = joiner.add(batch)
-        masks: dict[Expression | None, pa.RecordBatch] = {}
+        if positions is not None:
+            numbered = positions.rows(batch)
+            if numbered is None:  # not in the episodes' order: back to ids
+                positions = None
+                parts = [[_with_ids(part, names) for part in feature_parts] for feature_parts in parts]
+            else:
+                batch = numbered
+        selections: dict[Expression | None, _Selection] = {}
         for i, feature in enumerate(features):
-            selected = masks.get(feature.where)
-            if selected is None:
-                selected = batch
-                if feature.where is not None and not pushed_all:
-                    selected = batch.filter(
-                        feature.where.evaluate(batch), null_selection_behavior="drop"
-                    )
-                masks[feature.where] = selected
-            if selected.num_rows == 0:
+            selection = selections.get(feature.where)
+            if selection is None:
+                mask = None if feature.where is None else enc.evaluate_mask(feature.where, batch)
+                selection = _Selection(batch, None if mask is not None and mask.all() else mask)
+                selections[feature.where] = selection
+            if selection.empty:
                 continue
             try:
-                part = _partial(feature, selected)
+                part = _selected_partial(feature, selection, names)
             except ExpressionError:
                 raise
             except pa.ArrowException as exc:
@@ -515,13 +778,17 @@ def compute_features(
                 ) from None
             parts[i].append(part)
             rows[i] += part.num_rows
-            if rows[i] > _COMPACT_ROWS and feature.agg not in _LISTS:
-                parts[i] = [_merge(feature, parts[i])]
+            if rows[i] > limits[i] and feature.agg not in _LISTS:
+                parts[i] = [_compact(feature, parts[i])]
                 rows[i] = parts[i][0].num_rows
+                # Grouped steps leave one partial per episode, which no merge reduces:
+                # compact again only once that many more partials came.
+                limits[i] = max(_COMPACT_ROWS, 2 * rows[i])
+    episode_ids = episodes.column("episode_id") if episodes is not None else None
     out: dict[str, pa.Table] = {}
     for feature, feature_parts in zip(features, parts, strict=True):
         if feature_parts:
-            out[feature.name] = _finish(feature, _merge(feature, feature_parts))
+            out[feature.name] = _final(feature, feature_parts, episode_ids)
         else:
             out[feature.name] = pa.table(
                 {"episode_id": pa.array([], pa.string()), feature.name: pa.array([], feature.type)}
@@ -556,8 +823,11 @@ def attach_features(
     ids = episodes.column("episode_id")
     for feature in features:
         table = computed[feature.name]
-        positions = pc.index_in(ids, value_set=table.column("episode_id"))
-        column = table.column(feature.name).take(positions)
+        if table.num_rows == len(ids) and table.column("episode_id").equals(ids):
+            column = table.column(feature.name)  # aligned by compute_features already
+        else:
+            positions = pc.index_in(ids, value_set=table.column("episode_id"))
+            column = table.column(feature.name).take(positions)
         default = _default(feature)
         if default.is_valid:
             if pa.types.is_list(feature.type):

@@ -74,7 +74,16 @@ def combine(codes: Sequence[np.ndarray], values: Sequence[list[Any]], n: int) ->
         packed = np.zeros(n, dtype=np.int64)
         for c, size in zip(codes, sizes, strict=True):
             packed = packed * size + np.asarray(c, dtype=np.int64)
-        uniq, inverse = np.unique(packed, return_inverse=True)
+        total = int(np.prod(np.asarray(sizes, dtype=np.float64)))
+        if total <= max(1 << 20, 4 * n):
+            # few possible tuples: which occur is one counting pass, no sort (same result
+            # as np.unique: the tuples that occur, ascending, and each row's position)
+            uniq = np.flatnonzero(np.bincount(packed, minlength=total))
+            lookup = np.zeros(total, dtype=np.int64)
+            lookup[uniq] = np.arange(uniq.size)
+            inverse = lookup[packed]
+        else:
+            uniq, inverse = np.unique(packed, return_inverse=True)
         rows = []
         for value in uniq.tolist():
             row = []

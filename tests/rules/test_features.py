@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -166,3 +167,54 @@ def test_a_list_feature_over_a_huge_episode_is_capped(monkeypatch):
     message = str(info.value)
     assert message.startswith("alt.yaml: features.calls: rule 'my.rule', feature 'calls': episode 'e2' has more than 5 items")
     assert "cap of a list or set feature" in message
+
+
+def _encoded(batch: pa.RecordBatch, rng, *, repeat: bool) -> pa.RecordBatch:
+    """The batch with its string columns dictionary-encoded, as `iter_steps(encoded=True)`
+    gives them; with `repeat`, a dictionary holding each value twice (rows use either copy)."""
+    columns = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if pa.types.is_string(column.type):
+            column = column.dictionary_encode()
+            if repeat:
+                d = column.dictionary
+                indices = column.indices.to_numpy(zero_copy_only=False)
+                shift = np.where(rng.random(len(column)) < 0.5, len(d), 0)
+                mask = column.indices.is_null().to_numpy(zero_copy_only=False)
+                indices = pa.array(np.nan_to_num(indices, nan=0).astype(np.int32) + shift.astype(np.int32), mask=mask)
+                column = pa.DictionaryArray.from_arrays(indices, pa.concat_arrays([d, d]))
+        columns[name] = column
+    return pa.record_batch(columns)
+
+
+LAYOUTS = ["as stored", "episodes reversed", "step-less episode inside", "steps shuffled", "repeated dictionaries"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("batch_size", [7, 64, 100_000])
+def test_every_layout_gives_the_plain_python_answer(synthetic, compiled, reference, layout, batch_size, monkeypatch):
+    # The fast paths (episode rows while steps follow the episodes' order, adjacent merges,
+    # per-value evaluation on dictionaries) and every fallback give the same values.
+    from rollout_cards.rules import features as features_module
+
+    monkeypatch.setattr(features_module, "_COMPACT_ROWS", 5)  # compaction on every few batches
+    rng = np.random.default_rng(batch_size)
+    steps = synthetic.steps(columns=["episode_id", "seq", "kind", "name", "is_error", "input_tokens"])
+    episodes = synthetic.episodes(columns=["episode_id"])
+    if layout == "episodes reversed":
+        episodes = episodes.take(pa.array(np.arange(episodes.num_rows)[::-1]))
+    elif layout == "step-less episode inside":
+        ids = episodes.column("episode_id").to_pylist()  # episode rows are given up mid-scan
+        half = len(ids) // 2
+        episodes = pa.table({"episode_id": ids[:half] + ["no-steps"] + ids[half:]})
+    elif layout == "steps shuffled":
+        steps = steps.take(pa.array(rng.permutation(steps.num_rows)))
+    batches = [_encoded(b, rng, repeat=layout == "repeated dictionaries") for b in steps.to_batches(max_chunksize=batch_size)]
+    table = attach_features(episodes, compute_features(batches, compiled, episodes=episodes), compiled)
+    expected = {**reference, "no-steps": _reference([], ["no-steps"])["no-steps"]}
+    rows = table.to_pylist()
+    assert [r["episode_id"] for r in rows] == episodes.column("episode_id").to_pylist()
+    for row in rows:
+        for name, value in expected[row["episode_id"]].items():
+            got = row[name]
+            assert got == pytest.approx(value) if isinstance(value, float) else got == value, (layout, row["episode_id"], name)
