@@ -124,35 +124,27 @@ def test_tau_bench_transfer_is_failure_on_the_gpt_4o_airline_run(tau):
 
 # ------------------------------------------------------------------------ tau2-bench
 
+# tau2-bench's terminal states (its TerminationReason), as a user reads them: a run that
+# stopped normally completed; the step limit is a limit; every other reason an error.
 _TAU2_STATUS = {"user_stop": "completed", "agent_stop": "completed", "max_steps": "limit"}
+_TAU2_RUNS = ["qwen2.5-7b_airline_default_gpt-4.1-2025-04-14_1trials.json",
+              "gpt-4.1-2025-04-14_telecom_no-user_gpt-4.1-2025-04-14_4trials_5tasks.json"]
 
 
-@pytest.fixture(scope="module")
-def tau2(tmp_path_factory):
-    # The tau2 importer is not on main yet: the card holds the documented reward_info
-    # of each real simulation as meta.reward_info, as the importer stores it.
-    source = external("tau2-bench/qwen2.5-7b_airline_default_gpt-4.1-2025-04-14_1trials.json")
-    data = json.loads(source.read_text())
-    sims = data["simulations"]
+@pytest.fixture(scope="module", params=_TAU2_RUNS)
+def tau2(request, tmp_path_factory):
+    # imported by the real importer (`rcard import tau2-bench`), which keeps each
+    # simulation's reward_info as meta.reward_info, the column the rules read
+    source = external(f"tau2-bench/{request.param}")
     out = tmp_path_factory.mktemp("tau2") / "card"
-    with CardWriter(out, id="tau2-qwen", title="tau2 airline", timestamps=False) as w:
-        w.write_episodes(
-            pa.table(
-                {
-                    "episode_id": [s["id"] for s in sims],
-                    "task_id": [str(s["task_id"]) for s in sims],
-                    "status": [_TAU2_STATUS.get(s["termination_reason"], "error") for s in sims],
-                    "agent": ["qwen2.5-7b"] * len(sims),
-                    "trial": [s["trial"] for s in sims],
-                    "score.reward": [s["reward_info"]["reward"] for s in sims],
-                    "meta.reward_info": [json.dumps(s["reward_info"]) for s in sims],
-                }
-            )
-        )
-    return rc.open(out), sims
+    run_import("tau2-bench", [source], out)
+    card = rc.open(out)
+    assert "meta.reward_info" in card.schema("episodes").names
+    return card, json.loads(source.read_text())["simulations"]
 
 
 def test_tau2_bench_reward_basis_rules_on_the_qwen_airline_run(tau2):
+    # and on the telecom run (4 trials of 5 tasks, env assertions): both files in ../shared
     card, sims = tau2
 
     def expected(score):
@@ -166,7 +158,7 @@ def test_tau2_bench_reward_basis_rules_on_the_qwen_airline_run(tau2):
                 excluded += 1
             else:
                 values.append(float(v))
-        return np.mean(values), len(values), excluded
+        return (float(np.mean(values)) if values else None), len(values), excluded
 
     def all_met(key, field):
         def score(info):
@@ -188,8 +180,10 @@ def test_tau2_bench_reward_basis_rules_on_the_qwen_airline_run(tau2):
         assert result.n == n and result.n_missing_excluded == excluded, rule_id
         if n:
             assert result.value == pytest.approx(mean), rule_id
-        seen.add(round(float(mean), 6) if n else None)
-    assert len(seen) > 1  # the bases grade this run differently
+        seen.add(round(mean, 6) if n else None)
+    assert seen - {None}  # some basis grades the run
+    if card.manifest.tables.episodes.rows == 50:  # the qwen airline run
+        assert len(seen) > 1  # the bases grade this run differently
 
 
 # --------------------------------------------------------------------------- Inspect
@@ -226,6 +220,67 @@ def test_inspect_answer_rules_on_the_mcq_log(mcq):
         assert result.n == n, rule_id
         assert result.value == pytest.approx(sum(expected) / n), rule_id
     assert sum(letter) > sum(full)  # a bare letter is not the full answer
+
+
+# --------------------------------------------------------------------------- lm-eval
+
+
+@pytest.fixture(scope="module")
+def negotiationtom(tmp_path_factory):
+    # imported by the real importer (`rcard import lm-eval`); the reference reads the jsonl
+    root = external("lm-eval/negotiationtom_Qwen3-8B")
+    out = tmp_path_factory.mktemp("lm-eval") / "card"
+    run_import("lm-eval", [root], out)
+    samples = {}
+    for path in sorted(root.glob("samples_*.jsonl")):
+        task = path.name.removeprefix("samples_").rsplit("_", 1)[0]
+        samples[task] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    results = json.loads(next(root.glob("results_*.json")).read_text())["results"]
+    return rc.open(out), samples, results
+
+
+def test_lm_eval_rules_on_the_negotiationtom_run(negotiationtom):
+    import re
+
+    card, samples, results = negotiationtom
+    agent = "Qwen/Qwen3-8B"
+    # multiple choice (belief, desire): resps[i] = [[loglikelihood, is_greedy]] per choice, as text
+    run = apply_rule(card, load_rule("lib:lm_eval.acc_from_loglikelihoods"))
+    by_task = {r.group["task.name"]: r for r in run.results}
+    for task in ("negotiationtom_belief", "negotiationtom_desire"):
+        hits = []
+        for sample in samples[task]:
+            lls = [float(resp[0][0]) for resp in sample["resps"]]
+            hits.append(lls.index(max(lls)) == int(sample["target"]))
+        result = by_task[task]
+        assert result.n == len(hits) == 20
+        assert result.value == pytest.approx(sum(hits) / len(hits))
+        assert result.value == pytest.approx(results[task]["acc,none"])  # lm-eval's own figure
+    # generate_until (intention) has no log-likelihoods: excluded and counted, not scored 0
+    intention = by_task["negotiationtom_intention"]
+    assert intention.n == 0 and intention.n_missing_excluded == len(samples["negotiationtom_intention"])
+
+    # Inspect's answer rules on lm-eval's text answers: the last response of each sample
+    # (loglikelihood tasks have none: a null score, counted as 0 by the rules' default)
+    finals = []
+    for task in sorted(samples):
+        for sample in samples[task]:
+            texts = sample["resps"][-1] if sample["resps"] else None
+            text = "\n".join(texts) if texts and all(isinstance(t, str) for t in texts) else None
+            finals.append((text, sample["target"]))
+    strict = [None if t is None else t.endswith("ANSWER: " + target) for t, target in finals]
+    letters = [re.search(r"(?i)ANSWER\s*:\s*\(?([A-Z])\b", t or "") for t, _ in finals]
+    letter = [None if m is None else m.group(1).upper() == target.upper() for m, (_, target) in zip(letters, finals, strict=True)]
+    for rule_id, expected in (("inspect.strict_match", strict), ("inspect.letter_only", letter)):
+        result = value_of(card, rule_id, {"agent": agent})
+        assert result.n == len(expected) == 60, rule_id
+        assert result.n_missing == sum(v is None for v in expected), rule_id
+        assert result.value == pytest.approx(sum(bool(v) for v in expected) / len(expected)), rule_id
+    # lm-eval's targets are labels ('Callout-Fairness'), not letters: no answer letter matches
+    assert sum(v is not None for v in letter) > 0 and not any(letter)
+    # the full-answer rule needs the choices as task.choices, which lm-eval cards do not have
+    with pytest.raises(RuleError, match="unknown column 'task.choices'"):
+        value_of(card, "inspect.full_answer")
 
 
 # ------------------------------------------------------------------------- SWE-bench
