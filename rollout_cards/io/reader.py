@@ -334,10 +334,11 @@ class Card:
         return pa.Table.from_batches(list(self._batches(table, columns, where, 65_536)), schema)
 
     def iter_episodes(
-        self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536
+        self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536,
+        *, encoded: bool = False,
     ) -> Iterator[pa.RecordBatch]:
-        """Stream the episodes table as record batches (bounded memory)."""
-        return self._batches("episodes", columns, filter, batch_size)
+        """Stream the episodes table as record batches (bounded memory); `encoded` as in `iter_steps`."""
+        return self._batches("episodes", columns, filter, batch_size, encoded=encoded)
 
     def iter_steps(
         self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536,

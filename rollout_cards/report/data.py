@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RuleError
+from ..io.decode import dictionary_codes
 from ..io.reader import Card, open_card
 from ..model.rule import Reduce, ReduceWith, Rule
 from ..rules.engine import apply_rule
@@ -223,7 +224,7 @@ def _sample_episodes(card: Card, limits: SampleLimits, seed: int) -> EpisodeSamp
     wanted = [*np.sort(firsts.to_numpy()).tolist(), *range(min(total, limits.episodes + len(firsts)))]
     chosen_pos = list(dict.fromkeys(wanted))[: max(limits.episodes, 0)]
     chosen = episode_ids.take(pa.array(by_priority[chosen_pos] if chosen_pos else [], pa.int64())).to_pylist()
-    rows = card.episodes(columns=names, filter=pc.field("episode_id").isin(chosen)).to_pylist()
+    rows = _rows_of(card.iter_episodes(columns=names, encoded=True), chosen).to_pylist()
     order = {eid: i for i, eid in enumerate(chosen)}
     rows.sort(key=lambda r: order[r["episode_id"]])
     rows = [{k: _cell(v, limits.chars_per_field) for k, v in r.items()} for r in rows]
@@ -238,6 +239,26 @@ def _sample_episodes(card: Card, limits: SampleLimits, seed: int) -> EpisodeSamp
                          truncated_steps=truncated, notes=notes)
 
 
+def _rows_of(batches: Iterable[pa.RecordBatch], chosen: Sequence[str]) -> pa.Table:
+    """The rows of the chosen episodes, in one projected pass over dictionary-encoded
+    batches: the ids are looked up in each batch's dictionary (a few thousand values, not
+    every row) and only the matching rows are decoded."""
+    wanted = pa.array(list(chosen), pa.string())
+    pieces = []
+    for batch in batches:
+        ids = batch.column("episode_id")
+        if pa.types.is_dictionary(ids.type):
+            hit = pc.is_in(ids.dictionary, value_set=wanted).to_numpy(zero_copy_only=False)
+            mask = np.append(hit, False)[dictionary_codes(ids, len(ids.dictionary))]
+        else:
+            mask = pc.fill_null(pc.is_in(ids, value_set=wanted), False).to_numpy(zero_copy_only=False)
+        if mask.any() or not pieces:  # an empty first piece keeps the schema
+            rows = batch.filter(pa.array(mask))
+            columns = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in rows.columns]
+            pieces.append(pa.record_batch(columns, names=rows.schema.names))
+    return pa.Table.from_batches(pieces) if pieces else pa.table({"episode_id": pa.array([], pa.string())})
+
+
 def _sample_steps(
     card: Card, chosen: Sequence[str], limits: SampleLimits
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], list[str]]:
@@ -245,8 +266,9 @@ def _sample_steps(
         return {}, {}, []
     schema = card.schema("steps")
     names = ["episode_id", *(c for c in _STEP_COLUMNS if c in schema.names)]
-    table = card.steps(columns=names, filter=pc.field("episode_id").isin(list(chosen)))
-    table = table.sort_by([("episode_id", "ascending"), ("seq", "ascending")])
+    table = _rows_of(card.iter_steps(columns=names, encoded=True), chosen)
+    if table.num_rows:
+        table = table.sort_by([("episode_id", "ascending"), ("seq", "ascending")])
     by_episode: dict[str, list[dict[str, Any]]] = {}
     truncated: dict[str, int] = {}
     budget = limits.total_chars
