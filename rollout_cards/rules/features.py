@@ -6,13 +6,15 @@ columns the features need (projection), strings still dictionary-encoded: `where
 compares two strings per batch, not millions. One pass serves every feature. Steps are
 stored grouped by episode, so within a batch the selected steps of an episode form a
 run: each batch is reduced per run with numpy `reduceat` over the run starts
-(`_segments`), without hashing. Partials merge associatively (count and sum add,
-min/max/any/all combine, first/last keep the smallest/largest `seq`): first the runs
-of an episode split across batches, by reductions again; then one hash lookup aligns
-the values with the episodes table and proves every episode has one partial. When it
-does not (steps not grouped, batches in any order), the general group-by merge runs,
-so every layout gives the same answer; the grouping only makes it fast. `list` and `set` keep the selected items, which is the
-size of their answer, capped per episode (MAX_LIST_ITEMS).
+(`_segments`), without hashing. While the runs follow the episodes table's order (as a
+writer stores them), each is numbered with its episode's row (`_Positions`). Partials
+merge associatively (count and sum add, min/max/any/all combine, first/last keep the
+smallest/largest `seq`): the runs of an episode split across batches by reductions
+again, then the values are placed in episode order by row number, or by one hash lookup
+of the ids that proves each episode has one partial. When neither holds (steps not
+grouped, batches in any order) the general group-by merge runs, so every layout gives
+the same answer; the grouping only makes it fast. `list` and `set` keep the selected
+items, which is the size of their answer, capped per episode (MAX_LIST_ITEMS).
 
 Episode columns are visible in a feature's `where` and `value` by name (a step
 column of the same name wins; the episode's is then `episode.<name>`), e.g.
