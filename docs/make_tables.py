@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rollout_cards.model.card import CardManifest  # noqa: E402
+from rollout_cards.model.docstrings import describe  # noqa: E402
 from rollout_cards.tables import (  # noqa: E402
     EPISODE_COLUMNS,
     EXTRA_PREFIXES,
@@ -51,7 +52,7 @@ def _type_of(spec: dict) -> str:
 
 
 def _manifest() -> str:
-    schema = CardManifest.model_json_schema(mode="validation")
+    schema = describe(CardManifest.model_json_schema(mode="validation"), CardManifest)
     defs = schema.get("$defs", {})
     out = []
     for name, definition in [("CardManifest", schema), *sorted(defs.items())]:

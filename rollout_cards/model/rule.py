@@ -50,7 +50,7 @@ StatusPolicy = Literal["score", "exclude"] | float
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class RuleKind(StrEnum):

@@ -21,6 +21,7 @@ from referencing.jsonschema import DRAFT202012
 from ..errors import Problem, RolloutCardError
 from ..tables import FORMAT_VERSION
 from .card import CardManifest
+from .docstrings import describe
 
 __all__ = ["SCHEMA_BASE", "document_schemas", "schema_problems", "write_schemas"]
 
@@ -40,7 +41,7 @@ def register_document(name: str, source: Callable[[], type[BaseModel] | dict[str
 
 def _schema_for(name: str) -> dict[str, Any]:
     source = _DOCUMENTS[name]()
-    schema = source if isinstance(source, dict) else source.model_json_schema(mode="validation")
+    schema = source if isinstance(source, dict) else describe(source.model_json_schema(mode="validation"), source)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"{SCHEMA_BASE}{name}-{_VERSION}.schema.json",

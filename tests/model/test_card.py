@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from rollout_cards.model.card import CardManifest, Drop, FileEntry, Inventory, Plan, Scope
+from rollout_cards.model.docstrings import describe
 
 
 def _manifest(**overrides):
@@ -97,7 +98,7 @@ def test_duplicate_rule_ids_rejected():
 
 
 def test_field_docstrings_reach_the_json_schema():
-    schema = CardManifest.model_json_schema()
+    schema = describe(CardManifest.model_json_schema(), CardManifest)
     assert "SPDX" in schema["$defs"]["Scope"]["properties"]["license"]["description"]
     for name, definition in schema["$defs"].items():
         for field, spec in definition.get("properties", {}).items():
