@@ -41,11 +41,17 @@ BASELINE = "baseline: import pyarrow.parquet, pydantic"
 HEAVY = ("pyarrow", "pydantic", "rollout_cards.importers", "rollout_cards.model", "jsonschema")
 
 
+# As a user runs it: bytecode cached (pip compiles site-packages; an editable checkout's modules
+# are cached on the first run). PYTHONDONTWRITEBYTECODE=1 would recompile every module of
+# ours on every start and measure the compiler instead.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"NO_COLOR": "1"}
+
+
 def run_once(argv: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds of one run of `argv` in a fresh process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, check=False, env={**os.environ, "NO_COLOR": "1"})
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, check=False, env=ENV)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
@@ -62,7 +68,7 @@ def loaded_modules(args: list[str]) -> set[str]:
         "except SystemExit:\n    pass\n"
         "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
-    done = subprocess.run([PY, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run([PY, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False, env=ENV)
     return set(done.stderr.split())
 
 
@@ -70,7 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
-    for argv in COMMANDS.values():  # warm the OS file cache and the .pyc files
+    for argv in COMMANDS.values():  # warm the OS file cache and write the .pyc files
         run_once(argv)
     walls: dict[str, list[float]] = {name: [] for name in COMMANDS}
     cpus: dict[str, list[float]] = {name: [] for name in COMMANDS}
