@@ -11,7 +11,8 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +76,15 @@ def recover_card(path: str | os.PathLike[str], *, force: bool = False) -> CardMa
     return finalize_card(root, reason="the writing process stopped before the episode ended", interrupted=True)
 
 
-def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> CardManifest:
-    """Write the tables and card.json from `root`'s staging area, then remove the staging area."""
+def finalize_card(
+    root: Path, *, reason: str, interrupted: bool = False, reconcile: bool | None = None
+) -> CardManifest:
+    """Write the tables and card.json from `root`'s staging area, then remove the staging area.
+
+    `interrupted`: the writing process died (recover). `reconcile` (default: `interrupted`):
+    the run stopped early, so bulk tables may disagree (episodes written, their steps not yet;
+    steps written, their episode not yet) and are made consistent, with drops saying how."""
+    reconcile = interrupted if reconcile is None else reconcile
     stage = root / staging.STAGING_DIR
     if (root / "card.json").is_file():
         # A previous finalize got as far as card.json: only the cleanup is left.
@@ -89,37 +97,54 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
     drops = [Drop.model_validate(d) for d in header["drops"]]
     open_ids = list(journal.open)
 
-    steps_ref, open_step_counts, steps_torn, bulk_lost = _write_steps(root, stage, set(open_ids))
-    episodes_rows = _write_episodes(root, stage, journal, open_step_counts, reason)
+    known = (set(journal.open) | journal.ended | _bulk_episode_ids(stage)) if reconcile else None
+    steps = _write_steps(root, stage, set(open_ids), known)
+    episodes_rows, short = _write_episodes(root, stage, journal, steps.counts, reason, reconcile)
 
-    if open_ids:
+    if open_ids or short:
         detail = " (the journal's last line was torn and ignored)" if journal.torn_tail else ""
+        what = [f"{len(open_ids)} episode(s) had not ended: {reason}{detail}"] if open_ids else []
+        if short:
+            what.append(f"{len(short)} episode(s) written through write_episodes had not all their steps written "
+                        f"through write_steps (first: {', '.join(repr(e) for e in short[:3])})")
         drops.append(
             Drop(
                 target="episodes",
                 action="unobserved",
                 declaration="author_declared",
                 loss_class="interrupted_run",
-                reason=f"{len(open_ids)} episode(s) had not ended: {reason}; recorded as "
-                f"cancelled{detail}",
+                reason="; ".join(what) + "; recorded as cancelled",
                 selector=f"error_type == '{INTERRUPTED_ERROR_TYPE}'",
-                count=len(open_ids),
+                count=len(open_ids) + len(short),
             )
         )
-    if bulk_lost:
-        # A Parquet file is readable only once closed: what write_steps wrote is gone, and the
-        # card says so (its episodes' n_steps will not match; `rcard validate` names them).
+    if steps.legacy_lost:
+        # A Parquet file is readable only once closed (writers before bulk steps were staged
+        # as parts): what write_steps wrote is gone, and the card says so.
         drops.append(_steps_lost(
             "the steps written through write_steps (the bulk path) were lost: the writing process stopped "
             "before their Parquet file was closed, and an unclosed Parquet file is unreadable"))
-    if interrupted and (open_ids or steps_torn):
+    if interrupted and (open_ids or steps.torn):
         # No selector: the steps table has no error_type column, and the steps that are
         # missing are not rows a selector could match. The episodes drop above selects them.
         drops.append(_steps_lost(
             "steps buffered in memory when the writing process stopped were never "
             f"written; the {len(open_ids)} cancelled episode(s) (error_type == '{INTERRUPTED_ERROR_TYPE}') "
             "keep only their steps flushed before the stop"
-            + (" (a torn last batch was cut off)" if steps_torn else "")))
+            + (" (a torn last batch was cut off)" if steps.torn else "")))
+    if short:
+        drops.append(_steps_lost(
+            f"the run stopped before write_steps had written the steps of {len(short)} episode(s) written through "
+            f"write_episodes; they are cancelled (error_type == '{INTERRUPTED_ERROR_TYPE}') and keep the steps "
+            "that reached the card"))
+    if steps.orphans:
+        first = ", ".join(repr(e) for e in sorted(steps.orphans)[:3])
+        drops.append(Drop(
+            target="steps", action="omitted", declaration="author_declared", loss_class="interrupted_run",
+            reason=f"the run stopped before write_episodes wrote the episodes of {sum(steps.orphans.values())} step "
+            f"row(s) written through write_steps ({len(steps.orphans)} episode(s), first: {first}); a step needs "
+            "its episode's row, so these steps are not in the card",
+            count=sum(steps.orphans.values())))
 
     rules = _rule_refs(root)
     files = card_files(root)
@@ -129,7 +154,7 @@ def finalize_card(root: Path, *, reason: str, interrupted: bool = False) -> Card
             "drops": [d.model_dump(mode="json", exclude_none=True) for d in drops],
             "rules": [r.model_dump(mode="json", exclude_none=True) for r in rules],
             "tables": Tables(
-                episodes=TableRef(paths=["episodes.parquet"], rows=episodes_rows), steps=steps_ref
+                episodes=TableRef(paths=["episodes.parquet"], rows=episodes_rows), steps=steps.ref
             ).model_dump(mode="json"),
             "inventory": build_inventory(root, files).model_dump(mode="json"),
         }
@@ -180,42 +205,48 @@ def refresh_manifest(root: Path, *, files: Mapping[str, bytes] | None = None, **
     return manifest
 
 
-def _write_steps(root: Path, stage: Path, open_ids: set[str]) -> tuple[TableRef, Counter[str], bool, bool]:
-    """Streamed steps become one part, bulk steps another; one part is named steps.parquet."""
-    bulk = stage / staging.BULK_STEPS
-    bulk_schema = None
-    bulk_lost = False
-    if bulk.exists():
+@dataclass
+class _StepsWritten:
+    ref: TableRef
+    counts: Counter[str]  # stored steps per episode: of the open ones, and of all when reconciling
+    torn: bool  # the streamed steps' last batch was torn and cut off
+    legacy_lost: bool  # an old writer's unclosed bulk-steps.parquet was unreadable
+    orphans: Counter[str] = field(default_factory=Counter)  # bulk steps left out: their episode was never written
+
+
+def _write_steps(root: Path, stage: Path, open_ids: set[str], known: set[str] | None) -> _StepsWritten:
+    """Streamed steps become one part, bulk steps another; one part is named steps.parquet.
+    With `known` (the card's episode ids; when reconciling after a stop), every episode's
+    stored steps are counted and bulk steps of episodes never written are left out."""
+    bulk_parts = sorted(stage.glob(staging.BULK_STEPS_GLOB))
+    sources: list[Any] = [staging.read_ipc_file(p) for p in bulk_parts]
+    legacy, legacy_lost = stage / staging.LEGACY_BULK_STEPS, False
+    if legacy.exists():
         try:
-            bulk_schema = pq.read_schema(bulk)
+            sources.insert(0, pq.read_table(legacy))
         except (pa.ArrowInvalid, OSError):
-            bulk.unlink()  # the process died while writing it; nothing in it is readable
-            bulk_lost = True
+            legacy.unlink()  # the process died while writing it; nothing in it is readable
+            legacy_lost = True
+    bulk_schema = sources[0].schema if sources else None
+    for table in sources[1:]:
+        if table.schema != bulk_schema:
+            raise CardFormatError(f"{stage}: the bulk steps parts have different columns; write_steps refuses that")
     stream = staging.StepStream(stage / staging.STEPS_STREAM)
     schema = bulk_schema or stream_schema()
+    count_open = pa.array(sorted(open_ids), pa.string())
     streamed = stage / "final-steps-stream.parquet"
-    counts: Counter[str] = Counter()
-    rows = 0
-    with pq.ParquetWriter(streamed, schema, **PARQUET_OPTIONS) as out:
-        pending: list[pa.RecordBatch] = []
-        pending_rows = 0
-        for batch in stream:
-            if open_ids:
-                ids = batch.column("episode_id")
-                mask = pc.is_in(ids, value_set=pa.array(sorted(open_ids), pa.string()))
-                counts.update(pc.filter(ids, mask).to_pylist())
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            if pending_rows >= ROW_GROUP_ROWS:
-                rows += _flush(out, pending, schema)
-                pending, pending_rows = [], 0
-        rows += _flush(out, pending, schema)
-    parts = []
-    if rows or bulk_schema is None:
-        parts.append(streamed)
+    rows, counts, _ = _convert(streamed, schema, stream, count=None if known is not None else count_open)
+    parts = [streamed] if rows or bulk_schema is None else []
+    out = _StepsWritten(TableRef(paths=["steps.parquet"], rows=0), counts, stream.torn, legacy_lost)
     if bulk_schema is not None:
-        parts.append(bulk)
-        rows += pq.ParquetFile(bulk).metadata.num_rows
+        batches = (b for t in sources for b in t.to_batches())
+        keep = pa.array(sorted(known), pa.string()) if known is not None else None
+        bulk = stage / "final-steps-bulk.parquet"
+        bulk_rows, bulk_counts, out.orphans = _convert(bulk, schema, batches, keep=keep)
+        counts.update(bulk_counts)
+        if bulk_rows or not parts:
+            parts.append(bulk)
+        rows += bulk_rows
     names = ["steps.parquet"] if len(parts) == 1 else [f"steps/part-{i:05d}.parquet" for i in range(len(parts))]
     for src, name in zip(parts, names, strict=True):
         dest = root / name
@@ -224,7 +255,48 @@ def _write_steps(root: Path, stage: Path, open_ids: set[str]) -> tuple[TableRef,
         if dest.exists():
             dest.unlink()
         os.link(src, dest)
-    return TableRef(paths=names, rows=rows), counts, stream.torn, bulk_lost
+    out.ref = TableRef(paths=names, rows=rows)
+    return out
+
+
+def _convert(
+    dest: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch], *, count: pa.Array | None = None,
+    keep: pa.Array | None = None,
+) -> tuple[int, Counter[str], Counter[str]]:
+    """Write `batches` to the Parquet file `dest` in row groups of ROW_GROUP_ROWS. Returns the
+    rows written, the rows per episode (of the ids in `count`; of every episode when `count` is
+    None) and, with `keep`, the rows per episode left out because their id is not in `keep`."""
+    counts: Counter[str] = Counter()
+    left_out: Counter[str] = Counter()
+    rows = 0
+    with pq.ParquetWriter(dest, schema, **PARQUET_OPTIONS) as out:
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        for batch in batches:
+            ids = batch.column("episode_id")
+            if keep is not None:
+                kept = pc.is_in(ids, value_set=keep)
+                if not pc.all(kept).as_py():
+                    left_out.update(_per_episode(pc.filter(ids, pc.invert(kept))))
+                    batch = batch.filter(kept)
+                    ids = batch.column("episode_id")
+            counts.update(_per_episode(ids if count is None else pc.filter(ids, pc.is_in(ids, value_set=count))))
+            pending.append(batch)
+            pending_rows += batch.num_rows
+            if pending_rows >= ROW_GROUP_ROWS:
+                rows += _flush(out, pending, schema)
+                pending, pending_rows = [], 0
+        rows += _flush(out, pending, schema)
+    return rows, counts, left_out
+
+
+def _per_episode(ids: pa.Array) -> Counter[str]:
+    if pa.types.is_dictionary(ids.type):
+        ids = ids.dictionary_decode()
+    if not len(ids):
+        return Counter()
+    vc = pc.value_counts(ids)
+    return Counter(dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True)))
 
 
 def stream_schema() -> pa.Schema:
@@ -269,13 +341,23 @@ def _episode_schema(journal: staging.Journal, bulk_parts: list[Path]) -> pa.Sche
     return pa.schema(fields, metadata=base.metadata)
 
 
+def _bulk_episode_ids(stage: Path) -> set[str]:
+    ids: set[str] = set()
+    for part in sorted(stage.glob(staging.BULK_EPISODES_GLOB)):
+        ids.update(staging.read_ipc_file(part).column("episode_id").to_pylist())
+    return ids
+
+
 def _write_episodes(
-    root: Path, stage: Path, journal: staging.Journal, open_counts: Counter[str], reason: str
-) -> int:
+    root: Path, stage: Path, journal: staging.Journal, step_counts: Counter[str], reason: str, reconcile: bool
+) -> tuple[int, list[str]]:
+    """Write episodes.parquet; returns its rows and, when reconciling, the bulk episodes whose
+    steps did not all reach the card (recorded as cancelled, like episodes left open)."""
     bulk_parts = sorted(stage.glob(staging.BULK_EPISODES_GLOB))
     schema = _episode_schema(journal, bulk_parts)
     tmp = stage / "final-episodes.parquet"
     rows = 0
+    short: list[str] = []
     with pq.ParquetWriter(tmp, schema, **PARQUET_OPTIONS) as out:
         for chunk in staging.iter_ended(stage / staging.JOURNAL, _EPISODE_CHUNK):
             table = pa.Table.from_pylist(chunk, schema=schema)
@@ -288,7 +370,7 @@ def _write_episodes(
                     "status": "cancelled",
                     "error_type": INTERRUPTED_ERROR_TYPE,
                     "error_message": reason,
-                    "n_steps": open_counts.get(eid, 0),
+                    "n_steps": step_counts.get(eid, 0),
                 }
                 for eid, row in journal.open.items()
             ]
@@ -296,13 +378,43 @@ def _write_episodes(
             rows += len(cancelled)
         for part in bulk_parts:
             table = _align(staging.read_ipc_file(part), schema)
+            if reconcile:
+                table = _cancel_short(table, step_counts, short)
             out.write_table(table)
             rows += table.num_rows
     dest = root / "episodes.parquet"
     if dest.exists():
         dest.unlink()
     os.link(tmp, dest)
-    return rows
+    return rows, short
+
+
+def _cancel_short(table: pa.Table, step_counts: Counter[str], short: list[str]) -> pa.Table:
+    """Bulk episode rows whose n_steps exceeds the steps that reached the card (the stop came
+    before write_steps wrote them) become cancelled with n_steps = the stored steps; what the
+    row said (status, error, n_steps) is kept in error_message."""
+    ids = table.column("episode_id").to_pylist()
+    declared = table.column("n_steps").to_pylist()
+    bad = [i for i, (eid, n) in enumerate(zip(ids, declared, strict=True))
+           if n is not None and n != step_counts.get(eid, 0)]
+    if not bad:
+        return table
+    columns = {name: table.column(name).to_pylist() for name in ("status", "error_type", "error_message", "n_steps")}
+    for i in bad:
+        was = f"status {columns['status'][i]!r}, n_steps {declared[i]}"
+        if columns["error_type"][i] or columns["error_message"][i]:
+            was += f", error {columns['error_type'][i] or ''}: {columns['error_message'][i] or ''}"
+        columns["error_message"][i] = (
+            f"the writing process stopped before write_steps had written all this episode's steps "
+            f"({step_counts.get(ids[i], 0)} reached the card); its row said {was}")
+        columns["status"][i] = "cancelled"
+        columns["error_type"][i] = INTERRUPTED_ERROR_TYPE
+        columns["n_steps"][i] = step_counts.get(ids[i], 0)
+        short.append(ids[i])
+    for name, values in columns.items():
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, table.schema.field(index), pa.array(values, table.schema.field(index).type))
+    return table
 
 
 def _rule_refs(root: Path) -> list[RuleRef]:

@@ -8,8 +8,9 @@ While a card is being written, `<card>/.rcard-staging/` holds:
 - `steps.arrows`: an Arrow IPC stream of steps, a batch appended at every episode
   end and whenever the buffer fills, so a killed process loses at most the
   unflushed steps of episodes that were still open;
-- `bulk-episodes-*.arrow` (Arrow IPC files, rewritten once at close) and
-  `bulk-steps.parquet` (kept as a part as it is): tables given to the bulk path;
+- `bulk-episodes-*.arrow` and `bulk-steps-*.arrow`: tables given to the bulk path, one
+  Arrow IPC file per table, each written under a `tmp-` name and renamed once complete
+  (a part is whole or absent), converted to Parquet once, at close;
 - `writer.pid`: the writing process (an owner marker, below), so recovery does not race
   a live writer;
 - `tmp-*`: files being written; each is renamed into place (rules/, artifacts/,
@@ -47,9 +48,12 @@ STAGING_DIR = ".rcard-staging"
 HEADER = "header.json"
 JOURNAL = "journal.jsonl"
 STEPS_STREAM = "steps.arrows"
-BULK_STEPS = "bulk-steps.parquet"
+#: What writers before the bulk steps were staged as parts left (one Parquet file, readable
+#: only once closed); recover still reads it.
+LEGACY_BULK_STEPS = "bulk-steps.parquet"
 PID = "writer.pid"
 BULK_EPISODES_GLOB = "bulk-episodes-*.arrow"
+BULK_STEPS_GLOB = "bulk-steps-*.arrow"
 OWNER_SUFFIX = ".owner"
 _SIBLING = re.compile(r"^\.(?P<name>.+)\.rcard-(?P<kind>import|replaced)-[0-9a-f]{12}$")
 _tmp_names = itertools.count()
@@ -193,6 +197,18 @@ def _records(path: Path, journal: Journal | None = None) -> Iterator[dict[str, A
                     journal.torn_tail = True
                 return
             yield record
+
+
+def write_ipc_part(stage: Path, kind: str, number: int, table: pa.Table) -> None:
+    """Stage one bulk table as `bulk-<kind>-<number>.arrow`: written under a `tmp-` name and
+    renamed, so a kill leaves the part whole or absent (never a torn file recover must guess at)."""
+    path = stage / f"bulk-{kind}-{number:05d}.arrow"
+    tmp = path.with_name(f"tmp-{path.name}")
+    # lz4: as fast as an uncompressed write here, and a tenth of the disk for text-heavy steps.
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options) as out:
+        out.write_table(table)
+    os.replace(tmp, path)
 
 
 def read_ipc_file(path: Path) -> pa.Table:

@@ -34,7 +34,6 @@ from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
 from ..errors import TableSchemaError, WriterError
@@ -458,10 +457,12 @@ class CardWriter:
         self._ids: set[str] = set()
         self._open: dict[str, EpisodeWriter] = {}
         self._extra_types: dict[str, str] = {}
-        self._bulk_steps: pq.ParquetWriter | None = None
+        self._bulk_steps_schema: pa.Schema | None = None
+        self._bulk_steps_parts = 0
         self._bulk_episode_parts = 0
         self._rules: set[str] = set()
         self._interrupted_episodes = 0
+        self._stopped = False  # an exception left the `with` block: bulk tables may be half written
         self.closed = False
 
     # -- clock and buffers -------------------------------------------------------------------
@@ -576,13 +577,8 @@ class CardWriter:
             raise WriterError(f"write_episodes: episode_id {sorted(clash)[0]!r} was already written")
         self._ids |= fresh
         # Staged as Arrow IPC (cheap to write) and converted to Parquet once, at close.
-        # Written under a temporary name and renamed: a part is either whole or absent.
-        path = self._stage / f"bulk-episodes-{self._bulk_episode_parts:05d}.arrow"
-        tmp = path.with_name(f"tmp-{path.name}")
+        staging.write_ipc_part(self._stage, "episodes", self._bulk_episode_parts, table)
         self._bulk_episode_parts += 1
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
-            out.write_table(table)
-        os.replace(tmp, path)
         return table.num_rows
 
     def write_steps(self, data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> int:
@@ -592,11 +588,14 @@ class CardWriter:
         batches = [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
         for chunk in batches:
             table = _conform(_as_table(chunk), "steps")
-            if self._bulk_steps is None:
-                self._bulk_steps = pq.ParquetWriter(self._stage / staging.BULK_STEPS, table.schema, **PARQUET_OPTIONS)
-            elif table.schema != self._bulk_steps.schema:
+            if self._bulk_steps_schema is None:
+                self._bulk_steps_schema = table.schema
+            elif table.schema != self._bulk_steps_schema:
                 raise WriterError("write_steps: every bulk steps table must have the same extra columns")
-            self._bulk_steps.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            # One staged part per table, renamed into place whole: a kill loses at most the
+            # table being written (recover then reconciles the episodes' n_steps).
+            staging.write_ipc_part(self._stage, "steps", self._bulk_steps_parts, table)
+            self._bulk_steps_parts += 1
             total += table.num_rows
         return total
 
@@ -657,15 +656,13 @@ class CardWriter:
             raise WriterError("the card writer is already closed")
         self._flush_steps()
         self._release()
-        return finalize_card(self.path, reason="closed while the episode was still open")
+        return finalize_card(self.path, reason="closed while the episode was still open", reconcile=self._stopped)
 
     def _release(self) -> None:
         self.closed = True
         if self._stream is not None:
             self._stream.close()
             self._stream_sink.close()  # type: ignore[union-attr]
-        if self._bulk_steps is not None:
-            self._bulk_steps.close()
         self._journal.close()
 
     def abort(self) -> None:
@@ -695,6 +692,7 @@ class CardWriter:
         what = "interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else (
             f"stopped by {type(exc).__qualname__}: {str(exc)[:200]}")
         n = self._interrupted_episodes
+        self._stopped = True
         self.add_drop(
             Drop(
                 target="episodes",

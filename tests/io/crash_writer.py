@@ -26,6 +26,8 @@ import signal
 import sys
 import threading
 
+import pyarrow as pa
+
 import rollout_cards as rc
 
 IO_DIR = os.path.join(os.path.dirname(rc.__file__), "io") + os.sep
@@ -33,7 +35,7 @@ RULES = (
     "rule: crash.reward\nscore: \"score.reward\"\n",
     "rule: crash.by_agent\nscore: \"score.reward\"\naggregate:\n  group_by: [agent]\n",
 )
-PHASES = ("init", "rules", "episodes", "artifacts", "drops", "close")
+PHASES = ("init", "rules", "episodes", "bulk", "artifacts", "drops", "close")
 
 
 class Log:
@@ -74,6 +76,8 @@ def scenario(path: str, rng: random.Random, log: Log) -> None:
     left_open = card.episode(task_id="t9", agent="a", episode_id="open-0")
     for j in range(rng.randint(0, 5)):
         left_open.message("assistant", f"thinking {j}")
+    log.enter("bulk")
+    bulk(card, rng, log)
     log.enter("artifacts")
     for k in range(rng.randint(0, 2)):
         data = f"artifact {k} of seed {rng.random()}".encode()
@@ -86,6 +90,43 @@ def scenario(path: str, rng: random.Random, log: Log) -> None:
     log.enter("close")
     card.close()
     log("closed")
+
+
+def bulk(card: rc.CardWriter, rng: random.Random, log: Log) -> None:
+    """The bulk path: episode tables and step tables, each write_steps call an iterable of
+    several tables, the steps of one episode split across calls (in seq order), episodes
+    written before or after their steps."""
+    n_steps = {f"b{i}": rng.randint(0, 5) for i in range(rng.randint(1, 4))}
+    episodes = pa.table({
+        "episode_id": list(n_steps), "task_id": ["bt"] * len(n_steps), "agent": ["bulk"] * len(n_steps),
+        "status": [rng.choice(["completed", "error"]) for _ in n_steps], "n_steps": list(n_steps.values()),
+        "score.reward": [float(rng.random() < 0.5) for _ in n_steps],
+    })
+    rows = [(eid, seq) for eid, n in n_steps.items() for seq in range(n)]
+    cuts = sorted(rng.sample(range(1, len(rows)), min(len(rows) - 1, rng.randint(0, 4)))) if len(rows) > 1 else []
+    pieces = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)] if rows else []
+
+    def tables(chunk):
+        for piece in chunk:
+            yield pa.table({"episode_id": [e for e, _ in piece], "seq": [q for _, q in piece],
+                            "kind": ["message"] * len(piece), "content": [f"{e}/{q}" for e, q in piece]})
+
+    def write_episodes():
+        card.write_episodes(episodes)
+        for eid, n, status in zip(n_steps, n_steps.values(), episodes.column("status").to_pylist(), strict=True):
+            log("bulk-episode", eid, n, status)
+
+    steps_first = rng.random() < 0.3
+    if not steps_first:
+        write_episodes()
+    calls = [pieces[i:i + 2] for i in range(0, len(pieces), 2)]
+    for chunk in calls:
+        card.write_steps(tables(chunk))
+        for piece in chunk:
+            for eid, _ in piece:
+                log("bulk-step", eid)
+    if steps_first:
+        write_episodes()
 
 
 def _child(command: dict) -> None:

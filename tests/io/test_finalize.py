@@ -22,7 +22,7 @@ from rollout_cards.errors import CardFormatError
 from rollout_cards.io.finalize import INTERRUPTED_ERROR_TYPE
 from tests.fuzzing import cases, seed
 
-PHASES = ("init", "rules", "episodes", "artifacts", "drops", "close")
+PHASES = ("init", "rules", "episodes", "bulk", "artifacts", "drops", "close")
 
 WRITER = textwrap.dedent(
     """
@@ -160,13 +160,17 @@ def driver():
 
 
 def _read_log(path: Path) -> dict:
-    out: dict = {"ended": {}, "rules": set(), "artifacts": set(), "drops": set(), "phases": {}, "closed": False}
+    out: dict = {"bulk": {}, "bulk_steps": Counter(), "ended": {}, "rules": set(), "artifacts": set(), "drops": set(), "phases": {}, "closed": False}
     for line in path.read_text().splitlines() if path.exists() else []:
         word, *rest = line.split(" ")
         if word == "ended":
             out["ended"][rest[0]] = (int(rest[1]), rest[2])
         elif word == "rule":
             out["rules"].add(rest[0])
+        elif word == "bulk-episode":
+            out["bulk"][rest[0]] = (int(rest[1]), rest[2])
+        elif word == "bulk-step":
+            out["bulk_steps"][rest[0]] += 1
         elif word == "artifact":
             out["artifacts"].add(rest[0])
         elif word == "drop":
@@ -213,6 +217,18 @@ def _check_recovered(path: Path, log: dict, what: str) -> str:
     for eid, (n_steps, status) in log["ended"].items():
         assert eid in rows, f"{what}: ended episode {eid} is missing"
         assert (rows[eid]["n_steps"], rows[eid]["status"]) == (n_steps, status), f"{what}: {eid}"
+    for eid, (n_steps, status) in log["bulk"].items():
+        assert eid in rows, f"{what}: bulk episode {eid} is missing"
+        got = (rows[eid]["n_steps"], rows[eid]["status"])
+        if log["bulk_steps"][eid] == n_steps:  # write_steps returned every step of it: untouched
+            assert got == (n_steps, status), f"{what}: {eid}"
+        else:  # untouched if its steps reached the card all the same, else cancelled keeping them
+            assert got == (n_steps, status) or (got[1] == "cancelled" and log["bulk_steps"][eid] <= got[0] < n_steps), (
+                f"{what}: {eid} {got}")
+    if log["bulk"] and log["bulk_steps"]:
+        stored = Counter(card.steps(columns=["episode_id"]).column(0).to_pylist())
+        for eid, n in log["bulk_steps"].items():
+            assert stored[eid] >= n, f"{what}: steps of {eid} written by write_steps are missing"
     assert log["rules"] <= {r.id for r in card.manifest.rules}, what
     inventory = {f.path for f in card.manifest.inventory.files}
     assert {f"artifacts/{sha}" for sha in log["artifacts"]} <= inventory, what
@@ -422,18 +438,75 @@ def test_sweep_removes_only_our_dead_directories(tmp_path):
     assert not (tmp_path / f"{dead.name}.owner").exists()
 
 
-def test_bulk_steps_lost_to_a_kill_are_declared(tmp_path):
-    """The bulk steps file was deleted silently when a kill left it unclosed (unreadable)."""
+def _stop_like_a_kill(card, path):
+    """What a SIGKILL leaves: the staging area as it is, with an owner that is gone."""
+    card.abort()
+    (path / ".rcard-staging" / "writer.pid").write_text("")
+
+
+def test_an_old_writers_unclosed_bulk_steps_file_is_declared_lost(tmp_path):
+    """Writers before the bulk steps were staged as parts left one unclosed Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "c"
+    card = rc.CardWriter(path, id="b", title="B", timestamps=False)
+    _stop_like_a_kill(card, path)
+    legacy = path / ".rcard-staging" / "bulk-steps.parquet"
+    out = pq.ParquetWriter(legacy, pa.schema([("episode_id", pa.string())]))
+    out.write_table(pa.table({"episode_id": ["e"]}))
+    legacy.write_bytes(legacy.read_bytes())  # what a kill leaves: no footer yet
+    manifest = rc.recover_card(path)
+    (drop,) = manifest.drops
+    assert drop.target == "steps" and "write_steps" in drop.reason and manifest.tables.steps.rows == 0
+
+
+def test_a_stop_between_bulk_tables_recovers_a_card_that_validates(tmp_path):
+    """A SIGKILL during the bulk path (issue 9): episodes written, some of their steps not
+    yet; steps written whose episode was not yet. Before: one unclosed Parquet file, every
+    bulk step lost and the recovered card failed validation (episode-step-count-mismatch)."""
     import pyarrow as pa
 
     path = tmp_path / "c"
     card = rc.CardWriter(path, id="b", title="B", timestamps=False)
-    card.write_steps(pa.table({"episode_id": ["e"], "seq": [0], "kind": ["message"]}))
-    bulk = path / ".rcard-staging" / "bulk-steps.parquet"
-    unclosed = bulk.read_bytes()  # what a kill leaves: no footer yet
-    card.abort()
-    bulk.write_bytes(unclosed)
-    (path / ".rcard-staging" / "writer.pid").write_text("")
+    card.write_episodes(pa.table({
+        "episode_id": ["e0", "e1", "e2"], "task_id": ["t", "t", "t"], "agent": ["a"] * 3,
+        "status": ["completed", "error", "completed"], "error_type": [None, "Boom", None],
+        "error_message": [None, "it broke", None], "n_steps": [2, 3, 1], "score.reward": [1.0, 0.0, 1.0],
+    }))
+    steps = {"seq": [0, 1, 0], "kind": ["message"] * 3, "content": ["a", "b", "c"]}
+    assert card.write_steps(pa.table({"episode_id": ["e0", "e0", "e1"], **steps})) == 3
+    card.write_steps(pa.table({"episode_id": ["e2", "x9", "x9"], **steps}))  # x9: its row never came
+    (path / ".rcard-staging" / "tmp-bulk-steps-00002.arrow").write_bytes(b"ARROW1 torn")  # killed mid-write
+    _stop_like_a_kill(card, path)
     manifest = rc.recover_card(path)
-    (drop,) = manifest.drops
-    assert drop.target == "steps" and "write_steps" in drop.reason and manifest.tables.steps.rows == 0
+    valid = CliRunner().invoke(app, ["validate", str(path)])
+    assert valid.exit_code == 0, valid.output
+    c = rc.open(path)
+    rows = {r["episode_id"]: r for r in c.episodes().to_pylist()}
+    assert (rows["e0"]["status"], rows["e0"]["n_steps"]) == ("completed", 2)  # whole: untouched
+    assert (rows["e2"]["status"], rows["e2"]["n_steps"]) == ("completed", 1)
+    e1 = rows["e1"]
+    assert (e1["status"], e1["error_type"], e1["n_steps"], e1["score.reward"]) == (
+        "cancelled", INTERRUPTED_ERROR_TYPE, 1, 0.0)
+    assert "status 'error', n_steps 3, error Boom: it broke" in e1["error_message"]
+    assert c.steps().num_rows == 4 and "x9" not in c.steps(columns=["episode_id"]).column(0).to_pylist()
+    drops = {(d.target, d.action): d for d in manifest.drops}
+    assert drops[("episodes", "unobserved")].count == 1
+    assert "'e1'" in drops[("episodes", "unobserved")].reason
+    omitted = drops[("steps", "omitted")]
+    assert omitted.count == 2 and "'x9'" in omitted.reason
+
+
+def test_a_clean_close_leaves_bulk_tables_as_given(tmp_path):
+    """Only a stop reconciles: a card closed normally with a wrong n_steps fails validation."""
+    import pyarrow as pa
+
+    path = tmp_path / "c"
+    with rc.CardWriter(path, id="b", title="B", timestamps=False) as card:
+        card.write_episodes(pa.table({"episode_id": ["e0"], "task_id": ["t"], "agent": ["a"],
+                                      "status": ["completed"], "n_steps": [2]}))
+        card.write_steps(pa.table({"episode_id": ["e0"], "seq": [0], "kind": ["message"]}))
+    assert rc.open(path).episodes().column("n_steps").to_pylist() == [2]
+    valid = CliRunner().invoke(app, ["validate", str(path)])
+    assert valid.exit_code == 1 and "episode-step-count-mismatch" in valid.output
