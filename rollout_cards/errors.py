@@ -16,6 +16,7 @@ The library raises only these; the CLI maps them to messages and exit codes.
     ├── SourceFormatError          an importer's source file cannot be mapped
     ├── ImporterError              no importer for the format, or its options cannot be used
     ├── UnsafeArchiveError         a packed card breaks a safety rule (names the member and rule)
+    ├── PathError                  a path cannot be used as asked (too long, a link, a file in the way)
     ├── RedactionSpecError         a redaction spec cannot be read or applied to a card
     └── SignatureError             a card's signature is missing, malformed or does not verify
 """
@@ -31,6 +32,7 @@ __all__ = [
     "ImporterError",
     "IntegrityError",
     "ManifestError",
+    "PathError",
     "Problem",
     "RedactionSpecError",
     "RolloutCardError",
@@ -163,6 +165,12 @@ class UnsafeArchiveError(RolloutCardError):
         self.rule = rule
         text = f"{member}: {message}" if member else message
         super().__init__(f"{text} [{rule}]" if rule else text)
+
+
+class PathError(RolloutCardError):
+    """A path given to rollout_cards cannot be used as asked: longer than the file system
+    allows, a symbolic link where a new directory must be made, a component that is not a
+    directory. The message names the path and the fix."""
 
 
 class RedactionSpecError(RolloutCardError):

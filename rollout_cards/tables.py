@@ -107,6 +107,8 @@ class Column:
     enum: type[StrEnum] | None = None
     #: The format version that introduced the column; cards of earlier versions lack it.
     since: tuple[int, int] = (0, 1)
+    #: Smallest value allowed (counts are never negative); None: any value.
+    minimum: int | None = None
 
 
 EPISODE_COLUMNS: tuple[Column, ...] = (
@@ -114,15 +116,15 @@ EPISODE_COLUMNS: tuple[Column, ...] = (
     Column("task_id", pa.string(), True, "The task the episode attempted.", nullable=False),
     Column("status", ENUM, True, "Terminal state (enum).", nullable=False, enum=TerminalStatus),
     Column("agent", pa.string(), True, "The agent or model that ran (what varied between groups)."),
-    Column("trial", pa.int64(), False, "Attempt index of this agent on this task (0-based)."),
+    Column("trial", pa.int64(), False, "Attempt index of this agent on this task (0-based).", minimum=0),
     Column("run_id", pa.string(), False, "Training or evaluation run the episode belongs to."),
     Column("seed", pa.int64(), False, "Random seed of the episode."),
     Column("started_at", TIMESTAMP, False, "When the episode started (UTC)."),
     Column("ended_at", TIMESTAMP, False, "When the episode reached its terminal state (UTC)."),
-    Column("n_steps", pa.int64(), False, "Number of rows of this episode in the steps table."),
-    Column("input_tokens", pa.int64(), False, "Total input tokens of the episode."),
-    Column("output_tokens", pa.int64(), False, "Total output tokens of the episode."),
-    Column("total_tokens", pa.int64(), False, "Total tokens of the episode."),
+    Column("n_steps", pa.int64(), False, "Number of rows of this episode in the steps table.", minimum=0),
+    Column("input_tokens", pa.int64(), False, "Total input tokens of the episode.", minimum=0),
+    Column("output_tokens", pa.int64(), False, "Total output tokens of the episode.", minimum=0),
+    Column("total_tokens", pa.int64(), False, "Total tokens of the episode.", minimum=0),
     Column("cost_usd", pa.float64(), False, "Total cost of the episode in US dollars."),
     Column("error_type", pa.string(), False, "Exception type or error class when status is error."),
     Column("error_message", pa.string(), False, "Error message when status is not completed."),
@@ -142,8 +144,8 @@ STEP_COLUMNS: tuple[Column, ...] = (
     Column("content", pa.string(), False, "Text content of the step."),
     Column("args", pa.string(), False, "Tool-call arguments as JSON text."),
     Column("is_error", pa.bool_(), False, "Whether a tool result or event reports an error."),
-    Column("input_tokens", pa.int64(), False, "Input tokens of this step (model calls)."),
-    Column("output_tokens", pa.int64(), False, "Output tokens of this step (model calls)."),
+    Column("input_tokens", pa.int64(), False, "Input tokens of this step (model calls).", minimum=0),
+    Column("output_tokens", pa.int64(), False, "Output tokens of this step (model calls).", minimum=0),
     Column("cost_usd", pa.float64(), False, "Cost of this step in US dollars."),
     Column("payload", pa.string(), False, "Everything else about the step, as JSON text."),
     Column("parent_seq", pa.int64(), False, "Nested agents: `seq` of the earlier step of the same episode that launched the sub-agent this step belongs to (its tool_call or span_begin); null for the top-level agent's steps.", since=(0, 2)),
@@ -285,6 +287,13 @@ def conform_table(table: pa.Table, which: str) -> pa.Table:
             msg = _enum_problem(col, arr)
             if msg:
                 problems.append(msg)
+        if col.minimum is not None and len(arr):
+            import pyarrow.compute as pc
+
+            low = pc.min(arr).as_py()
+            if low is not None and low < col.minimum:
+                problems.append(f"column {col.name!r} holds {low}; it counts something and is never below "
+                                f"{col.minimum}")
         arrays.append(arr)
         fields.append(pa.field(col.name, col.type, nullable=col.nullable))
     for name in sorted(n for n in set(names) if n not in standard):

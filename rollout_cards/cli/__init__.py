@@ -9,6 +9,7 @@ traceback is printed only with RCARD_DEBUG=1.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import re
@@ -21,6 +22,7 @@ import typer
 
 from ..errors import (
     CardFormatError,
+    PathError,
     RolloutCardError,
     RuleError,
     SourceFormatError,
@@ -60,7 +62,11 @@ def _root(
 
 
 # Invalid input (exit 1) versus a broken request (exit 2).
-_INVALID = (CardFormatError, SourceFormatError, UnsafeArchiveError)
+_INVALID = (CardFormatError, SourceFormatError, UnsafeArchiveError, PathError)
+# What the file system says about a path the user gave (too long, not a directory, a link
+# loop, no permission, ...): the path cannot be used, not a bug of ours.
+_PATH_ERRNOS = frozenset(getattr(errno, n) for n in ("ENAMETOOLONG", "ENOTDIR", "ELOOP", "EACCES", "EPERM", "EISDIR",
+                                                       "EROFS", "ENOSPC", "EDQUOT") if hasattr(errno, n))
 _USAGE = (RuleError, StatisticsError, WriterError)
 
 
@@ -102,11 +108,26 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a bare traceback
         if os.environ.get("RCARD_DEBUG"):
             raise
+        if isinstance(exc, OSError) and exc.errno in _PATH_ERRNOS and exc.filename is not None:
+            fail(path_problem(exc), EXIT_INVALID)
         fail(
             f"internal error: {type(exc).__name__}: {exc} (this is a bug in rollout-cards, not in "
             "your input; rerun with RCARD_DEBUG=1 for a traceback and report it)",
             EXIT_INTERNAL,
         )
+
+
+def path_problem(exc: OSError) -> str:
+    """One line for an OSError about a path: which path (shortened), what the system said, the fix."""
+    name = os.fsdecode(exc.filename)
+    shown = name if len(name) <= 200 else f"{name[:120]}...{name[-60:]} ({len(os.fsencode(name)):,} bytes)"
+    fix = {
+        errno.ENAMETOOLONG: "a name is longer than the file system allows (255 bytes per name, 4,096 per path "
+                            "on Linux); choose a shorter path",
+        errno.ELOOP: "a symbolic link in the path points back into itself; fix the link",
+        errno.ENOTDIR: "a component of the path is a file, not a directory; fix the path",
+    }.get(exc.errno, "check the path and its permissions")
+    return f"{shown}: {exc.strerror}; {fix}"
 
 
 # Command modules register themselves on `app` when imported.

@@ -34,6 +34,7 @@ from ..errors import ImporterError, SourceFormatError, WriterError
 from ..io import staging
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_file
+from ..io.targets import refuse_link
 from ..io.writer import CardWriter
 from ..model.card import AgentInfo, Drop, Plan, Provenance, Software, SourceFile
 from .chunks import ChunkedTables
@@ -119,6 +120,7 @@ class ImportSession:
         self.progress: progress.Task = progress.IDLE
         self.keep_going = keep_going
         self._overwrite = overwrite
+        refuse_link(self.out)
         if self.out.exists() and (not self.out.is_dir() or any(self.out.iterdir())):
             if not overwrite:
                 raise WriterError(f"{self.out} exists and is not empty; choose a new directory or pass --overwrite")

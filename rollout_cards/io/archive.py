@@ -33,13 +33,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .. import progress
-from ..errors import CardFormatError, RolloutCardError, UnsafeArchiveError
+from ..errors import CardFormatError, UnsafeArchiveError
 from ..model.card import CardManifest
 from ..regular_files import NotRegularFileError, open_regular_fd
 from .hashing import CHUNK, root_digest
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 from .packing import MANIFEST, PackResult, copy_hashed, pack_card
 from .reader import Entry, safe_relative
+from .targets import new_directory_target
 from .ustar import ArchiveLimits, Member, member_problems, scan_members
 
 __all__ = ["ArchiveLimits", "ArchiveSource", "PackResult", "pack_card", "unpack_card"]
@@ -351,14 +352,12 @@ def unpack_card(archive: str | os.PathLike[str], out: str | os.PathLike[str], *,
     with ArchiveSource(archive, strict=True, limits=limits) as source:
         manifest = source.manifest
         assert manifest is not None and source.manifest_bytes is not None
-        if out.exists() and not (out.is_dir() and not any(out.iterdir())):
-            raise RolloutCardError(f"{out} exists and is not an empty directory; choose a new directory")
+        new_directory_target(out)
         total = sum(m.size for m in source.members)
         if total > source.limits.max_total_bytes:
             raise UnsafeArchiveError(
                 f"members total {total:,} bytes, more than the limit of {source.limits.max_total_bytes:,}",
                 member=source.name, rule="total-size")
-        out.parent.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(out.parent).free
         if total > free:
             raise UnsafeArchiveError(f"needs {total:,} bytes but only {free:,} are free at {out.parent}",

@@ -18,6 +18,7 @@ from ..model.card import CardManifest
 from .hashing import CHUNK, root_digest
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 from .reader import DirectorySource
+from .targets import make_parent, refuse_link
 from .ustar import end_of_archive, file_header, padding
 
 __all__ = ["MANIFEST", "PackResult", "copy_hashed", "pack_card"]
@@ -57,9 +58,10 @@ def _card_listing(root: Path, manifest: CardManifest) -> None:
 
 
 def _output_temp(out: Path, overwrite: bool, suffix: str) -> Path:
+    refuse_link(out)
     if out.exists() and not overwrite:
         raise RolloutCardError(f"{out} exists; choose another name or pass --overwrite")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=suffix)
     os.close(fd)
     return Path(tmp)

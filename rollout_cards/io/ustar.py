@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import UnsafeArchiveError
+from ..model.card import MAX_COMPONENT_BYTES
 from ..numbers import parse_decimal
 
 __all__ = [
@@ -418,6 +419,10 @@ def name_problem(name: str, kind: str, limits: ArchiveLimits) -> tuple[str, str]
         return "parent-reference", "'..' would leave the card"
     if any(p in ("", ".") for p in parts):
         return "dot-component", "names may not contain '.' or empty components"
+    long = max(len(p.encode("utf-8", "surrogateescape")) for p in parts)
+    if long > MAX_COMPONENT_BYTES:
+        return "name-too-long", (f"a component of the name is {long} bytes; file systems store at most "
+                                 f"{MAX_COMPONENT_BYTES} (NAME_MAX), so it could not be unpacked")
     return None
 
 

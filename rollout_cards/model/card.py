@@ -51,10 +51,19 @@ CARD_ID = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
 RULE_ID = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$", max_length=128)]
 
 
+#: The longest file or directory name (in UTF-8 bytes) the common file systems store (NAME_MAX):
+#: a card path with a longer component could not be unpacked or written anywhere.
+MAX_COMPONENT_BYTES = 255
+
+
 def _relative_path(value: str) -> str:
     parts = value.split("/")
     if value.startswith("/") or re.match(r"^[A-Za-z]:", value) or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"path {value[:80]!r} must be relative, inside the card, without '.', '..' or empty parts")
+    long = next((p for p in parts if len(p.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES), None)
+    if long is not None:
+        raise ValueError(f"path {value[:80]!r} has a component of {len(long.encode('utf-8', 'surrogatepass'))} "
+                         f"bytes; file systems store at most {MAX_COMPONENT_BYTES} (NAME_MAX): shorten the name")
     return value
 
 

@@ -66,6 +66,7 @@ from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_stream
 from ..io.manifest import MAX_MANIFEST_BYTES, pydantic_problems
 from ..io.reader import Card, open_card
+from ..io.targets import make_parent, refuse_link
 from ..io.writer import PARQUET_OPTIONS
 from ..model.card import CardManifest, Drop
 from ..rules.expressions import Expression, parse_expression
@@ -546,13 +547,14 @@ def redact_card(
     name = getattr(spec, "_source", "redaction spec")
     planned = _cover_copies(card, _plan(card, spec, key, name), name)
     out = Path(out)
+    refuse_link(out)
     if out.exists():
         raise RolloutCardError(f"{out} exists; redaction writes a new card into a new directory")
     src_path = Path(src).resolve()
     if out.resolve().is_relative_to(src_path):
         raise RolloutCardError(f"{out} is inside the source card; write the redacted card elsewhere")
     affects = columns_read_by_rules(card.rule_files())
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.redacting-"))
     try:
         by_table = {t: [p for p in planned if p.entry.table == t] for t in ("steps", "episodes")}

@@ -112,6 +112,7 @@ CODES: dict[str, Code] = {
     "value-null": Code(E, "semantics", "a required value is null"),
     "enum-invalid": Code(E, "semantics", "a status or kind is outside its enum"),
     "value-not-finite": Code(E, "semantics", "a number is NaN or infinite"),
+    "value-negative": Code(E, "semantics", "a count (n_steps, trial, tokens) is negative"),
     "episode-id-duplicate": Code(E, "semantics", "an episode_id appears more than once"),
     "episode-time-reversed": Code(E, "semantics", "an episode ends before it starts"),
     "episode-step-count-mismatch": Code(E, "semantics", "n_steps differs from the episode's rows in steps"),

@@ -150,8 +150,10 @@ def _checked_columns(state: TableState, table: str, wanted: tuple[str, ...]) -> 
     schema = state.schema
     assert schema is not None
     names = [c for c in wanted if state.has(c)]
-    floats = [fld.name for fld in schema if pa.types.is_floating(fld.type) and fld.name not in state.bad_columns]
-    return names + [c for c in floats if c not in names]
+    standard = _COLUMNS[table]
+    checked = [fld.name for fld in schema if fld.name not in state.bad_columns and (
+        pa.types.is_floating(fld.type) or (fld.name in standard and standard[fld.name].minimum is not None))]
+    return names + [c for c in checked if c not in names]
 
 
 def _row_checks(f: Findings, state: TableState, table: str, offset: int, chunk: pa.Table) -> None:
@@ -166,6 +168,13 @@ def _row_checks(f: Findings, state: TableState, table: str, offset: int, chunk: 
                         lambda i, name=name: f"{name} is null; every {table} row needs one")
         if name in _ALLOWED:
             _enum_rows(f, state, table, offset, name, arr)
+        if col is not None and col.minimum is not None:
+            low = np.flatnonzero(_mask(pc.less(arr, col.minimum)))
+            if len(low):
+                values = arr.take(pa.array(low[: f.room("value-negative")], pa.int64())).to_pylist()
+                report_rows(f, "value-negative", state, offset + low, name,
+                            lambda i, name=name, values=values: f"{name} is {values[i]}; it counts something and "
+                            "is never negative: fix the value, or use null when it is unknown")
         if pa.types.is_floating(arr.type):
             bad = np.flatnonzero(_mask(pc.invert(pc.is_finite(arr))))
             if len(bad):

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rollout_cards as rc
-from rollout_cards.errors import CardFormatError, RolloutCardError, UnsafeArchiveError
+from rollout_cards.errors import CardFormatError, PathError, RolloutCardError, UnsafeArchiveError
 from rollout_cards.io.archive import ArchiveLimits, ArchiveSource, pack_card, unpack_card
 from rollout_cards.io.ustar import file_header, scan_members
 
@@ -269,7 +269,7 @@ def test_a_directory_or_device_is_not_an_archive(tmp_path: Path) -> None:
 def test_unpack_refuses_a_non_empty_target(packed: Path, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep").write_text("mine")
-    with pytest.raises(RolloutCardError, match="not an empty directory"):
+    with pytest.raises(PathError, match="not an empty directory"):
         unpack_card(packed, tmp_path / "out")
     assert everything_under(tmp_path) == ["out", "out/keep"]
 

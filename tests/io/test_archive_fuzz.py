@@ -26,7 +26,8 @@ VALUES = [b"../x", b"/etc/passwd", b"a\\b", b"C:x", b"a/./b", b"\x1b[2J", b"\xff
           b"\xd9\xa0", b"\xef\xbc\x96", b"\xc2\xb2", b"0", b"1", b"2", b"5", b"6", b"L", b"x", b"g", b"S", b"K", b"7",
           b"ustar  \x00", b"ustar\x0000", b"", b"9" * 12]
 PAX = [b"size=\xd9\xa1\xd9\xa0", b"size=\xc2\xb2", b"size=" + b"9" * 5000, b"size=-1", b"size=1e3", b"path=../x",
-       b"path=a\x00b", b"linkpath=/etc", b"GNU.sparse.map=0,1", b"mtime=1e999", b"path=", b"size= 5"]
+       b"path=a\x00b", b"linkpath=/etc", b"GNU.sparse.map=0,1", b"mtime=1e999", b"path=", b"size= 5",
+       b"path=" + b"a" * 256, b"path=rules/" + "\u00e9".encode() * 128, b"path=" + b"/".join([b"d" * 250] * 4)]
 
 
 def _checksum(block: bytearray) -> None:
