@@ -37,6 +37,7 @@ import pyarrow as pa
 import yaml
 
 from ..errors import TableSchemaError, WriterError
+from ..jsondoc import DECODER, may_hold_surrogate, surrogate_pointer
 from ..model.card import Drop, Plan, Provenance, Scope, Software
 from ..tables import (
     EPISODE_COLUMNS,
@@ -75,23 +76,52 @@ def to_micros(t: datetime | None) -> int | None:
     return (t - _EPOCH) // timedelta(microseconds=1)
 
 
+def _text(what: str, value: str) -> str:
+    """`value` if it is valid Unicode text: a lone surrogate (e.g. "\\ud800" from bytes decoded
+    with surrogateescape) cannot be stored as UTF-8, so it is refused here, naming the field,
+    instead of failing a later flush (and losing the steps buffered with it)."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise WriterError(
+                f"{what} holds a lone surrogate ({value[exc.start]!r} at character {exc.start}), which is not "
+                "Unicode text and cannot be stored; decode the source with errors='replace' or fix the value"
+            ) from None
+    return value
+
+
+def _escaped(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8") if not text.isascii() else text
+
+
 def _json_text(value: Any, what: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
         try:
-            json.loads(value)
-        except ValueError:
-            raise WriterError(f"{what} given as text must be valid JSON; pass a dict instead") from None
-        return value
+            parsed = DECODER.decode(value)  # the strict decoder readers use: int64, finite, no NaN
+        except ValueError as exc:
+            raise WriterError(f"{what} given as text must be valid JSON ({exc}); pass a dict instead") from None
+        pointer = surrogate_pointer(parsed) if may_hold_surrogate(value) else None
+        if pointer is not None:
+            raise WriterError(f"{what} at {pointer} holds a lone surrogate escape, which is not Unicode text; fix "
+                              "the value") from None
+        return _text(what, value)
     try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise WriterError(f"{what} must be JSON-serialisable: {exc}") from None
+    if not text.isascii() and (pointer := surrogate_pointer(value)) is not None:
+        raise WriterError(f"{what} at {pointer} holds a lone surrogate, which is not Unicode text and cannot be "
+                          "stored; decode the source with errors='replace' or fix the value")
+    return text
 
 
 def _check_extra_value(column: str, value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
+    if isinstance(value, str):
+        return _text(column, value)
+    if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -163,10 +193,15 @@ class EpisodeWriter:
             raise WriterError(f"unknown step kind {kind!r}; use one of {', '.join(sorted(_KINDS))}")
         for label, value in (("content", content), ("role", role), ("name", name), ("call_id", call_id),
                              ("agent", agent)):
-            if value is not None and not isinstance(value, str):
-                raise WriterError(f"{label} must be text, got {type(value).__name__}")
+            if value is not None:
+                if not isinstance(value, str):
+                    raise WriterError(f"{label} must be text, got {type(value).__name__}")
+                _text(f"step {self._seq} of episode {self.episode_id!r}: {label}", value)
         if parent_seq is not None or depth is not None:
             _check_nesting(parent_seq, depth, self._seq)
+        # Everything that can refuse comes before seq moves: a refused step leaves no gap.
+        args_text = None if args is None else _json_text(args, "args")
+        payload_text = None if payload is None else _json_text(payload, "payload")
         card = self._card
         micros = card._clock() if t is None else to_micros(t)
         if input_tokens is not None or output_tokens is not None or cost_usd is not None:
@@ -189,12 +224,12 @@ class EpisodeWriter:
                 name,
                 call_id,
                 content,
-                None if args is None else _json_text(args, "args"),
+                args_text,
                 is_error,
                 input_tokens,
                 output_tokens,
                 cost_usd,
-                None if payload is None else _json_text(payload, "payload"),
+                payload_text,
                 parent_seq,
                 depth,
             )
@@ -292,6 +327,7 @@ class EpisodeWriter:
 
     def _set_extra(self, column: str, value: Any) -> None:
         self._check_open()
+        _text("column name", column)
         if len(column.split(".", 1)[1]) == 0:
             raise WriterError(f"column {column!r} needs a name after the prefix")
         self._row[column] = self._card._check_extra_type(column, _check_extra_value(column, value))
@@ -315,6 +351,9 @@ class EpisodeWriter:
             raise WriterError(f"episode {self.episode_id!r} has already ended")
         if status not in _STATUSES:
             raise WriterError(f"unknown status {status!r}; use one of {', '.join(sorted(_STATUSES))}")
+        for label, value in (("error_type", error_type), ("message", message), ("traceback", traceback)):
+            if value is not None:
+                _text(f"episode {self.episode_id!r}: {label}", value)
         row = self._row
         row["status"] = status
         row["error_type"] = error_type
@@ -353,8 +392,9 @@ class EpisodeWriter:
         self.end(
             "error",
             error_type=exc_type.__qualname__ if exc_type else "Exception",
-            message=str(exc),
-            traceback="".join(traceback.format_exception(exc_type, exc, tb)),
+            # Our own record of the exception: a lone surrogate in it (a file name, say) is escaped.
+            message=_escaped(str(exc)),
+            traceback=_escaped("".join(traceback.format_exception(exc_type, exc, tb))),
         )
         return self._suppress and isinstance(exc, Exception)
 
@@ -530,6 +570,9 @@ class CardWriter:
         episode_id = episode_id or uuid.uuid4().hex
         if not isinstance(episode_id, str):
             raise WriterError("episode_id must be a string")
+        for label, text in (("task_id", task_id), ("episode_id", episode_id), ("agent", agent), ("run_id", run_id)):
+            if isinstance(text, str):
+                _text(label, text)
         if episode_id in self._ids:
             raise WriterError(f"episode_id {episode_id!r} was already written to this card")
         for name, value in (("trial", trial), ("seed", seed)):
@@ -548,6 +591,7 @@ class CardWriter:
             for key, value in (values or {}).items():
                 if not isinstance(key, str) or not key:
                     raise WriterError(f"{prefix} keys must be non-empty strings, got {key!r}")
+                _text(f"{prefix} key", key)
                 column = f"{prefix}.{key}"
                 row[column] = self._check_extra_type(column, _check_extra_value(column, value))
         self._ids.add(episode_id)
@@ -604,6 +648,7 @@ class CardWriter:
         self._check_writable()
         if text is None:
             text = Path(source).read_text(encoding="utf-8")
+        _text(f"rule {source}", text)
         try:
             doc = load_strict_yaml(text)[0]
         except yaml.YAMLError as exc:
@@ -690,7 +735,7 @@ class CardWriter:
         """An exception left the `with` block: the run stopped before it finished, and the
         card must say so (the episodes it never started are simply absent otherwise)."""
         what = "interrupted (KeyboardInterrupt)" if isinstance(exc, KeyboardInterrupt) else (
-            f"stopped by {type(exc).__qualname__}: {str(exc)[:200]}")
+            f"stopped by {type(exc).__qualname__}: {_escaped(str(exc))[:200]}")
         n = self._interrupted_episodes
         self._stopped = True
         self.add_drop(

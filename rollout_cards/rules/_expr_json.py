@@ -8,7 +8,8 @@ that name registered earlier (e.g. by another copy of this module) is reused.
 
 Each call parses every *distinct* text of the batch once: the input is dictionary
 encoded with `pyarrow.compute.dictionary_encode`, the dictionary is parsed with
-`json.loads`, and the results are spread back with `take`. Texts that cannot hold the
+the strict decoder of `jsondoc` (numbers in int64 / finite float, no NaN or Infinity, no
+lone surrogates: such text counts as not JSON), and the results are spread back with `take`. Texts that cannot hold the
 first key (no backslash and no quoted key in them, checked with the vectorized
 `match_substring`) are not parsed at all. Parsing costs a few microseconds per distinct
 text (a million distinct `args` take a few seconds). Text that is not valid JSON, a
@@ -27,6 +28,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ..jsondoc import DECODER, may_hold_surrogate, surrogate_pointer
 
 __all__ = [
     "CANONICAL_NAME",
@@ -74,13 +77,24 @@ def _at(value: Any, keys: list[str | int]) -> Any:
     return value
 
 
+def _load(text: str) -> Any:
+    """The strict JSON value of package text (jsondoc: int64, finite numbers, no NaN/Infinity,
+    no lone surrogates), or _MISSING: what a card holds is never trusted to be well formed."""
+    try:
+        value = DECODER.decode(text)
+    except (ValueError, RecursionError):
+        return _MISSING
+    if may_hold_surrogate(text) and surrogate_pointer(value) is not None:
+        return _MISSING
+    return value
+
+
 def extract(text: str | None, keys: list[str | int]) -> str | None:
     """The value at `keys` in the JSON `text`, rendered as a string (None if absent)."""
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
+    value = _load(text)
+    if value is _MISSING:
         return None
     value = _at(value, keys)
     if value is _MISSING:
@@ -108,10 +122,6 @@ def json_get_array(texts: pa.Array, keys: list[str | int]) -> pa.Array:
     return pa.array(found, pa.string()).take(encoded.indices)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _normalize(value: Any) -> Any:
     """Numbers normalized: an integral float is the integer (1.0 -> 1, -0.0 -> 0)."""
     if isinstance(value, float):
@@ -127,10 +137,7 @@ def _strict_load(text: str | None) -> Any:
     """The JSON value of `text`, or _MISSING for null or text that is not strict JSON."""
     if text is None:
         return _MISSING
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return _MISSING
+    return _load(text)
 
 
 def canonical_text(text: str | None) -> str | None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -8,8 +9,10 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 import rollout_cards as rc
+from rollout_cards.cli import app
 from rollout_cards.errors import WriterError
 
 
@@ -250,3 +253,44 @@ def test_column_limit_is_the_validators(tmp_path):
     with pytest.raises(WriterError, match=f"more than {MAX_COLUMNS} episode columns"):
         card.episode(task_id="t", agent="a", cond={f"k{i}": i for i in range(MAX_COLUMNS)})
     card.close()
+
+
+def test_lone_surrogates_are_refused_at_the_call_naming_the_field(tmp_path):
+    """A lone surrogate ("\\ud800", e.g. from bytes decoded with surrogateescape) cannot be
+    stored as UTF-8: it used to fail the next flush with UnicodeEncodeError (losing the steps
+    buffered with it) or the journal write. Now a WriterError at the call, the card intact."""
+    card = _writer(tmp_path / "c", flush_rows=100)
+    with card.episode(task_id="t", agent="a", episode_id="kept") as ep:
+        ep.message("user", "fine")
+    ep = card.episode(task_id="t", agent="a", episode_id="e")
+    for call, field in (
+        (lambda: ep.message("user", "hi\ud800"), "content"),
+        (lambda: ep.tool_call("f", {"q": ["a", "\udc80"]}), "args at /q/1"),
+        (lambda: ep.tool_call("f", '{"q": "\\ud800"}'), "args at /q"),
+        (lambda: ep.step("message", payload={"k\ud800": 1}), "payload at /k"),
+        (lambda: ep.score("r", "\ud800"), "score.r"),
+        (lambda: ep.end("error", message="m\ud800"), "message"),
+        (lambda: card.episode(task_id="t\ud800", agent="a"), "task_id"),
+        (lambda: card.episode(task_id="t", agent="a", cond={"w\ud800": "x"}), "cond key"),
+        (lambda: card.add_rule("r.yaml", text="rule: x\nscore: \"\ud800\"\n"), "rule r.yaml"),
+    ):
+        with pytest.raises(WriterError, match=f"{re.escape(field)}.*lone surrogate"):
+            call()
+    with pytest.raises(WriterError, match="outside the range"):  # args text goes through the strict decoder
+        ep.tool_call("f", '{"q": 1e999}')
+    ep.message("user", "still writable")
+    ep.end("completed")
+    card.close()
+    c = rc.open(tmp_path / "c")
+    assert c.episodes(columns=["episode_id", "n_steps"]).to_pylist() == [
+        {"episode_id": "kept", "n_steps": 1}, {"episode_id": "e", "n_steps": 1}]
+    assert CliRunner().invoke(app, ["validate", str(tmp_path / "c")]).exit_code == 0
+
+
+def test_an_exception_with_a_lone_surrogate_is_recorded_escaped(tmp_path):
+    with pytest.raises(ValueError), rc.CardWriter(tmp_path / "c", id="x", title="X", timestamps=False) as card:
+        with card.episode(task_id="t", agent="a", episode_id="e"):
+            raise ValueError("no such file b'\\xff' -> \udcff")
+    row = rc.open(tmp_path / "c").episodes().to_pylist()[0]
+    assert row["status"] == "error" and "\\udcff" in row["error_message"]
+    assert CliRunner().invoke(app, ["validate", str(tmp_path / "c")]).exit_code == 0

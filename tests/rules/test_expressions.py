@@ -1167,3 +1167,13 @@ def test_negative_zero_is_in_a_list_of_zero() -> None:
         expr = parse_expression(text)
         assert expr.evaluate(table).to_pylist() == want, text
         assert ds.dataset(table).to_table(columns={"v": expr.to_arrow(table.schema)})["v"].to_pylist() == want
+
+
+def test_json_get_reads_package_text_with_the_strict_decoder() -> None:
+    """Text in a card is parsed like every other package JSON (jsondoc): a lone surrogate
+    escape used to come back as a str pyarrow cannot encode (an internal error in rescore),
+    1e999 as inf, NaN as NaN, integers past int64 as they were. All are "not JSON" now."""
+    texts = ['{"a": "\\ud800"}', '{"a": 1e999}', '{"a": NaN}', '{"a": 9223372036854775808}',
+             '{"a": "\\ud83d\\ude00"}', '{"a": 2}']
+    assert _expr_json.json_get_array(pa.array(texts), ["a"]).to_pylist() == [None, None, None, None, "\U0001f600", "2"]
+    assert _expr_json.canonical_text('{"a": "\\udc00"}') is None
