@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from ..errors import ManifestError, Problem, UnsupportedFormatError
 from ..jsondoc import decoder, may_hold_surrogate, surrogate_pointer
 from ..model.card import CardManifest
-from ..model.schemas import schema_problems
+from ..model.schemas import card_schema_problems
 from ..tables import FORMAT, FORMAT_VERSION, parse_format
 
 __all__ = [
@@ -118,7 +118,7 @@ def parse_manifest(data: bytes, source: str = "card.json") -> CardManifest:
             f"{source}: format {fmt} found; this version of rollout-cards reads {FORMAT} "
             f"(and earlier {FORMAT_VERSION[0]}.x); upgrade rollout-cards to read it"
         )
-    problems = schema_problems("card", document)
+    problems = card_schema_problems(document)
     try:
         manifest = CardManifest.model_validate(document)
     except ValidationError as exc:

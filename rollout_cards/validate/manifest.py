@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import re
 from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import CardFormatError, ManifestError, Problem
+from ..errors import CardFormatError, ManifestError
 from ..io.manifest import MAX_MANIFEST_BYTES, load_json_document, pydantic_problems
-from ..model.card import CardManifest, Drop, FileEntry, Tables
-from ..model.schemas import schema_problems
+from ..model.card import CardManifest, FileEntry, Tables
+from ..model.schemas import card_schema_problems
 from ..tables import FORMAT, FORMAT_VERSION, parse_format
 from .context import CheckContext
 from .layout import MANIFEST, path_problem
@@ -39,26 +38,6 @@ def _short(message: str) -> str:
 
 def _pointer(*parts: Any) -> str:
     return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
-def schema_problems_fast(document: dict[str, Any]) -> list[Problem]:
-    """`schema_problems("card", document)`, with the drops that the Drop model accepts in strict
-    JSON mode left out of the JSON Schema pass (the schema is generated from that model, so a
-    drop it accepts strictly the schema accepts too; tests check it). jsonschema spends about a
-    millisecond per drop: 20,000 drops took most of a minute."""
-    drops = document.get("drops")
-    if not isinstance(drops, list) or len(drops) < 64:
-        return schema_problems("card", document)
-    doubtful = []
-    for i, item in enumerate(drops):
-        try:
-            Drop.model_validate_json(json.dumps(item), strict=True)
-        except (ValidationError, TypeError, ValueError):
-            doubtful.append(i)
-    problems = schema_problems("card", {**document, "drops": [drops[i] for i in doubtful]})
-    prefix = re.compile(r"^/drops/(\d+)")
-    return [Problem(prefix.sub(lambda m: f"/drops/{doubtful[int(m.group(1))]}", p.location), p.message)
-            if p.location.startswith("/drops/") else p for p in problems]
 
 
 def _read(ctx: CheckContext) -> bytes:
@@ -199,7 +178,7 @@ def check_manifest(ctx: CheckContext) -> None:
               file=MANIFEST, pointer=pointer)
     sanitized = _without(document, unsafe)
     _sections(ctx, document, sanitized)
-    problems = [p for p in schema_problems_fast(document) if p.location not in unsafe]
+    problems = [p for p in card_schema_problems(document) if p.location not in unsafe]
     try:
         ctx.manifest = CardManifest.model_validate(sanitized)
     except ValidationError as exc:

@@ -11,10 +11,9 @@ from hypothesis import strategies as st
 
 import rollout_cards as rc
 from rollout_cards.model.card import Drop
-from rollout_cards.model.schemas import schema_problems
+from rollout_cards.model.schemas import card_schema_problems, schema_problems
 from rollout_cards.rules import expressions
 from rollout_cards.validate import coverage, semantics
-from rollout_cards.validate import manifest as manifest_check
 from tests.validate.conftest import bad_cards
 
 BASE = {"target": "episodes", "reason": "r", "declaration": "author_declared", "loss_class": "budget", "count": 1}
@@ -49,7 +48,7 @@ def test_fast_schema_pass_reports_what_jsonschema_reports(synthetic_copy):
     doc["drops"][60]["action"] = "eaten"
     doc["drops"][90]["colour"] = "red"
     doc["drops"][95]["count"] = 1.0  # an integer to jsonschema, not to strict pydantic: goes the slow way
-    assert manifest_check.schema_problems_fast(doc) == schema_problems("card", doc)
+    assert card_schema_problems(doc) == schema_problems("card", doc)
 
 
 _values = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False),
@@ -70,3 +69,16 @@ def test_a_drop_the_strict_model_accepts_is_accepted_by_the_schema(changes, remo
         return
     doc = {"drops": [item]}
     assert not [p for p in schema_problems("card", doc) if p.location.startswith("/drops")]
+
+
+def test_the_reader_skips_jsonschema_for_drops_the_model_accepts(synthetic_copy, monkeypatch):
+    """rc.open of a card with 20,000 drops took ~30 s on a loaded machine: io.manifest ran
+    jsonschema over every drop (the validator already had the fast pass; now both share it)."""
+    from rollout_cards.model import schemas
+
+    _many(synthetic_copy, 200)
+    seen = []
+    real = schemas.schema_problems
+    monkeypatch.setattr(schemas, "schema_problems", lambda name, doc: seen.append(len(doc["drops"])) or real(name, doc))
+    assert len(rc.open(synthetic_copy).manifest.drops) >= 200
+    assert seen == [0]  # one jsonschema pass, over none of the 200+ drops
