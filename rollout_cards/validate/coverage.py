@@ -33,7 +33,7 @@ from ..model.card import Drop, DropAction
 from .context import CheckContext, TableState
 from .episode_scan import report_rows
 from .layout import MANIFEST
-from .redaction import check_redaction
+from .redaction import check_copies_elsewhere, check_redaction
 from .report import Findings, excerpt
 from .semantics import iter_chunks
 
@@ -267,6 +267,7 @@ def check_drops(ctx: CheckContext) -> None:
             filtered.setdefault(table, []).append((k, drop, expr))
     for table, pending in filtered.items():
         _check_filtered(ctx, ctx.table_state[table], pending)
+    check_copies_elsewhere(ctx)
 
 
 def _check_filtered(ctx: CheckContext, state: TableState, pending: list[tuple[int, Drop, Expression]]) -> None:

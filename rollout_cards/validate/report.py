@@ -133,7 +133,8 @@ CODES: dict[str, Code] = {
     "drop-redaction-not-applied": Code(E, "coverage", "a redacted or hashed column still holds values"),
     "drop-digest-missing": Code(E, "coverage", "a redacted column has no digest for a redacted value"),
     "drop-digest-invalid": Code(E, "coverage", "a digest column holds something other than sha256 hex"),
-    "redaction-copy-remains": Code(E, "coverage", "another column of a redacted row still holds the redacted value"),
+    "redaction-copy-remains": Code(E, "coverage", "a redacted value is still readable elsewhere: another column of its row, "
+                                   "its episode's row or steps, card.json, a rule file or an artifact"),
     # rules
     "rule-unlisted": Code(E, "rules", "a file under rules/ is not listed in card.json's rules"),
     "rule-too-large": Code(E, "rules", "a rule file exceeds 1 MiB"),
