@@ -1,0 +1,101 @@
+"""What checking digests on read costs a rescore (issue 9 item 4: at most 10% slower).
+
+    python benchmarks/bench_digest.py                 # 25k episodes x 20 steps, ~250 B of text per step
+    python benchmarks/bench_digest.py --repeat 7 --episodes 50000
+
+A text-heavy card is the worst case: the rescore's rule (bench_rescore's `count`) reads a
+few small columns (kind, name, score.ok, status), while the reader hashes every byte of
+every table part it touches, content included (whole-file sha256 is what the inventory
+records). Each run is a fresh interpreter timing `rc.open` + `apply_rule`, verified
+(`verify=True`, the default) and unverified (`verify=False`) in rotation, so a load spike
+on a shared machine hits both; medians of `--repeat` runs and their ratio are printed,
+with the bytes hashed and the sha256 rate measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import WORK  # noqa: E402
+
+CHILD = """
+import sys, time
+import rollout_cards as rc
+from rollout_cards.rules.engine import apply_rule
+from rollout_cards.rules.loader import parse_rule
+sys.path.insert(0, {bench!r})
+from bench_rescore import RULES
+rule = parse_rule(RULES["count"])
+t = time.perf_counter()
+apply_rule(rc.open(sys.argv[1], verify=sys.argv[2] == "1"), rule)
+print(time.perf_counter() - t)
+"""
+
+
+def _card(n: int) -> Path:
+    import numpy as np
+    import pyarrow as pa
+
+    import rollout_cards as rc
+
+    path = WORK / f"digest-text-{n}"
+    if (path / "card.json").exists():
+        return path
+    rng = np.random.default_rng(0)
+    words = np.array(["alpha", "beta", "gamma", "delta", "flight", "booking", "refund", "user", "agent", "tool"])
+    steps_per = 20
+    with rc.CardWriter(path, id="digest", title="text-heavy card", timestamps=False, overwrite=True) as w:
+        i = np.arange(n)
+        w.write_episodes(pa.table({
+            "episode_id": np.char.add("ep-", i.astype(str)), "task_id": np.char.add("t", (i % 500).astype(str)),
+            "status": np.array(["completed"] * n), "agent": np.array(["a", "b"])[i % 2],
+            "n_steps": np.full(n, steps_per), "score.ok": pa.array(rng.random(n) < 0.5)}))
+        for start in range(0, n, 5000):
+            m = min(5000, n - start)
+            seq = np.tile(np.arange(steps_per), m)
+            kinds = np.where(seq % 2 == 1, "tool_call", "message")
+            names = np.where(kinds == "tool_call", np.array(["lookup", "search"])[rng.integers(0, 2, m * steps_per)],
+                             None)
+            content = [" ".join(rng.choice(words, 40)) + str(rng.integers(1e9)) for _ in range(m * steps_per)]
+            w.write_steps(pa.table({"episode_id": np.repeat(np.char.add("ep-", np.arange(start, start + m).astype(str)),
+                                                            steps_per),
+                                    "seq": seq, "kind": kinds, "name": names, "content": content}))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=25_000)
+    parser.add_argument("--repeat", type=int, default=5, help="runs per setting (median)")
+    args = parser.parse_args()
+    card = _card(args.episodes)
+    tables = sum(p.stat().st_size for p in card.rglob("*.parquet"))
+    data = b"".join(p.read_bytes() for p in card.rglob("*.parquet"))
+    t0 = time.perf_counter()
+    hashlib.sha256(data).hexdigest()
+    rate = len(data) / (time.perf_counter() - t0) / 1e6
+    child = CHILD.format(bench=str(Path(__file__).resolve().parent))
+    times: dict[str, list[float]] = {"1": [], "0": []}
+    for _ in range(args.repeat):
+        for verify in times:
+            out = subprocess.run([sys.executable, "-c", child, str(card), verify], capture_output=True, text=True,
+                                 check=True)
+            times[verify].append(float(out.stdout.strip().splitlines()[-1]))
+    on, off = statistics.median(times["1"]), statistics.median(times["0"])
+    print(f"text-heavy card: {args.episodes:,} episodes, {args.episodes * 20:,} steps, tables {tables / 1e6:.1f} MB "
+          f"(all hashed when verified); sha256 {rate:.0f} MB/s here")
+    print(f"rescore (count rule), median of {args.repeat} runs each, in rotation:")
+    print(f"  verified   {on:.2f} s  {[round(t, 2) for t in times['1']]}")
+    print(f"  unverified {off:.2f} s  {[round(t, 2) for t in times['0']]}")
+    print(f"  ratio verified / unverified: {on / off:.2f}x (budget 1.10x); times are wall clock on a shared machine")
+
+
+if __name__ == "__main__":
+    main()
