@@ -114,6 +114,30 @@ _Loader.add_constructor(_INT_TAG, _Loader.construct_yaml_int)
 _Loader.add_constructor(_FLOAT_TAG, _Loader.construct_yaml_float)
 
 
+def _guarded(construct: Any) -> Any:
+    """A constructor whose failures on a malformed scalar are StrictYamlErrors with the line:
+    an explicit tag skips the resolver, so `!!int x`, `!!float x`, `!!bool x`, `!!timestamp x`,
+    `!!binary ?` reached int(), float(), a dict lookup or a regex match and raised ValueError,
+    KeyError, IndexError or AttributeError (an internal error; rule fuzzer counterexamples `!!int synthetic..inf`,
+    `!!int ""`)."""
+
+    def guarded(loader: Any, node: yaml.Node) -> Any:
+        try:
+            return construct(loader, node)
+        except StrictYamlError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError, OverflowError):
+            tag = str(node.tag).rsplit(":", 1)[-1]
+            raise StrictYamlError(f"!!{tag} value {str(node.value)[:40]!r} is not a valid {tag}; remove the tag or "
+                                  "fix the value", node.start_mark.line + 1) from None
+
+    return guarded
+
+
+for _tag, _construct in list(_Loader.yaml_constructors.items()):
+    _Loader.add_constructor(_tag, _guarded(_construct))
+
+
 def dotted(path: YamlPath) -> str:
     """`a.b[0].c` for a path of keys and indexes."""
     out = ""

@@ -81,3 +81,12 @@ def test_control_characters_are_a_located_error(char):
     with pytest.raises(StrictYamlError, match="not allowed") as info:
         load_strict_yaml(f"a: 1\nb: x{char}y\n")
     assert info.value.line == 2
+
+
+@pytest.mark.parametrize("text", ["a: !!int synthetic..infbestof3", "a: !!int 0x", "a: !!float x", "a: !!bool maybe",
+                                  "a: !!timestamp yesterday", "a: !!int \"\""])
+def test_an_explicit_tag_on_a_malformed_scalar_is_a_located_error(text):
+    """An explicit tag skips the resolver, so the constructor met text it cannot convert and raised
+    ValueError/KeyError/AttributeError: an internal error (rule fuzzer at scale 20, seed 7)."""
+    with pytest.raises(StrictYamlError, match=r"line 1: !!\w+ value .* is not a valid"):
+        load_strict_yaml(text)
