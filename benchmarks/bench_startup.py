@@ -94,6 +94,11 @@ def main() -> None:
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
         print(row(name, f"{wall:.3f}", f"{cpu:.3f}", f"{wall / base_wall:.2f}x", f"{cpu / base_cpu:.2f}x",
                   widths=(44, 9, 9, 13, 12)))
+    import importlib.util
+
+    if importlib.util.find_spec("pandas") is not None:
+        print("pandas is installed here: pyarrow imports it on the first pa.array() of a Python list (an import "
+              "of ~0.3 s in every command that builds an array; the baseline builds none)")
     for args_ in (["--version"], ["--help"]):
         heavy = sorted(m for m in loaded_modules(args_) if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
         print(f"rcard {' '.join(args_)} loads: {', '.join(heavy) if heavy else 'none of ' + ', '.join(HEAVY)}")
