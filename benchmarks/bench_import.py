@@ -16,6 +16,7 @@ Prints episodes/s and peak RSS of both and their ratios. Targets: >= 2,000
 episodes/s and peak RSS under 1 GB at 20,000 episodes (~400 MB).
 
     python benchmarks/bench_import.py --inspect          # 3,000-sample Inspect logs (.eval and .json)
+    python benchmarks/bench_import.py --real             # every importer on its real files (small: start-up counts)
 
 With `--inspect` (needs the `inspect` extra) the logs are written by Inspect's own
 eval() (tests/importers/inspect_runs.py); measured against what an Inspect user runs:
@@ -37,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WORK, peak_rss_mb, row, run_child  # noqa: E402
+from _real import real_bench, real_child  # noqa: E402
 from _replicas import REPLICAS, replica_bench, replica_load  # noqa: E402
 
 DEFAULT_EPISODES = 2000
@@ -94,8 +96,10 @@ def _child(mode: str, source: Path, out: Path) -> dict:
     if mode.startswith("inspect"):
         return _inspect_child(mode, source, out)
     shutil.rmtree(out, ignore_errors=True)
-    t0 = time.perf_counter()
-    if mode == "load":
+    t0, c0 = time.perf_counter(), time.process_time()
+    if mode.startswith("real"):  # every real source of one format: json.load of its files, or the import
+        n, steps = real_child(mode, source, out)
+    elif mode == "load":
         with open(source, encoding="utf-8") as fh:
             n = len(json.load(fh))
         steps = None
@@ -104,8 +108,8 @@ def _child(mode: str, source: Path, out: Path) -> dict:
     else:
         result = import_source(mode.removeprefix("import:") if mode.startswith("import:") else "tau-bench", [source], out)
         n, steps = result.episodes, result.steps
-    seconds = time.perf_counter() - t0
-    return {"episodes": n, "steps": steps, "seconds": seconds, "peak_rss_mb": peak_rss_mb()}
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"episodes": n, "steps": steps, "seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": peak_rss_mb()}
 
 
 def _inspect_child(mode: str, source: Path, out: Path) -> dict:
@@ -165,6 +169,7 @@ def _median_runs(mode: str, source: Path, out: Path, repeats: int) -> dict:
     runs = [run_child(Path(__file__), mode, str(source), str(out)) for _ in range(repeats)]
     return {"episodes": runs[0]["episodes"], "steps": runs[0]["steps"],
             "seconds": statistics.median(r["seconds"] for r in runs),
+            "cpu_seconds": statistics.median(r.get("cpu_seconds", r["seconds"]) for r in runs),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)}
 
 
@@ -177,6 +182,8 @@ def main() -> int:
     parser.add_argument("--format", choices=("tau-bench", *REPLICAS), default="tau-bench",
                         help="tau-bench: synthetic file; tau2-bench / mini-swe-agent: the real files of "
                         "../shared/data/external replicated with new ids, at 5,000 and 20,000 episodes")
+    parser.add_argument("--real", action="store_true", help="every importer on its real files of "
+                        "../shared/data/external, against json.load of the same files")
     parser.add_argument("--inspect", action="store_true", help="benchmark Inspect logs instead (inspect extra)")
     parser.add_argument("--samples", type=int, default=3000, help="samples of the Inspect logs (default 3000)")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "SOURCE", "OUT"), help=argparse.SUPPRESS)
@@ -187,6 +194,8 @@ def main() -> int:
         return 0
     if args.inspect:
         return _inspect(args.samples, args.repeats)
+    if args.real:
+        return real_bench(lambda mode, src, out: _median_runs(mode, src, out, args.repeats), args.repeats)
 
     if args.format in REPLICAS:
         return replica_bench(args.format, [args.episodes] if args.episodes else [5000, 20000], args.repeats,

@@ -6,8 +6,9 @@ any size (beyond int64 they cannot be stored; past 4,300 digits `int()` raises),
 and Infinity literals, and `"\\ud800"` escapes that decode to lone surrogates (they
 cannot be encoded as UTF-8, so a rewrite silently turns them into U+FFFD and a
 signature over one card verifies another). `DECODER` refuses the numbers while
-parsing; `surrogate_pointer` finds a lone surrogate in the decoded value, after the
-cheap `may_hold_surrogate` test on the text says there could be one.
+parsing; `surrogate_pointer` finds a lone surrogate in the decoded value, after
+`may_hold_surrogate` on the text says there is one (it pairs the escapes the text holds,
+so valid emoji escapes cost one regex search, not a walk of the value).
 
 `io.manifest.load_json_document` (card.json, signatures, every small JSON document)
 and `importers.json_stream` (large source files, value by value) are built on these.
@@ -73,9 +74,36 @@ DECODER = decoder()
 CONSTANTS_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float)
 
 
-def may_hold_surrogate(text: str, start: int = 0, end: int | None = None) -> bool:
-    """Whether text[start:end] has a surrogate escape (so its value may hold a lone surrogate)."""
-    return _SURROGATE_ESCAPE.search(text, start, len(text) if end is None else end) is not None
+def may_hold_surrogate(text: str, start: int = 0, end: int | None = None, *, from_utf8: bool = False) -> bool:
+    """Whether the JSON text[start:end] can decode to a lone surrogate: it has a surrogate
+    escape that is not half of a high-low pair of escapes, or a surrogate character itself
+    (not looked for with `from_utf8`: strictly decoded UTF-8 cannot hold one). Exact for
+    escapes: a `\\uD83D` whose backslash is escaped is text, not an escape."""
+    end = len(text) if end is None else end
+    raw = not from_utf8 and not text.isascii()
+    found = _SURROGATE_ESCAPE.search(text, start, end)
+    if found is None:
+        return raw and _SURROGATE.search(text, start, end) is not None
+    pending = -1  # where the low half must start after a high escape; -1: none expected
+    for match in _SURROGATE_ESCAPE.finditer(text, found.start(), end):
+        at = match.start()
+        before = at
+        while before > start and text[before - 1] == "\\":
+            before -= 1
+        if (at - before) % 2:  # an odd run of backslashes before it: the backslash is escaped
+            continue
+        high = text[at + 3] in "89abAB"
+        if pending >= 0:
+            if high or at != pending:
+                return True  # the pending high escape is not followed by a low one
+            pending = -1
+        elif high:
+            pending = match.end()
+        else:
+            return True  # a low escape with no high one before it
+    if pending >= 0:
+        return True
+    return raw and _SURROGATE.search(text, start, end) is not None
 
 
 def _escape(key: str) -> str:

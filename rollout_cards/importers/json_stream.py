@@ -45,8 +45,8 @@ _TAIL = 16
 _LONE_SURROGATE = "holds a lone surrogate (a \\uD800-\\uDFFF escape that is not half of a pair), which is not text"
 
 
-def _surrogate_problem(text: str, start: int, end: int, value: Any) -> str | None:
-    if not may_hold_surrogate(text, start, end):
+def _surrogate_problem(text: str, start: int, end: int, value: Any, *, from_utf8: bool) -> str | None:
+    if not may_hold_surrogate(text, start, end, from_utf8=from_utf8):
         return None
     pointer = surrogate_pointer(value)
     return None if pointer is None else f"{pointer} {_LONE_SURROGATE}"
@@ -66,7 +66,7 @@ def _decode(data: bytes | str, decoder: json.JSONDecoder = _DECODER) -> Any:
         raise ValueError(f"is not valid JSON: {exc}") from None
     except RecursionError:
         raise ValueError("nests JSON too deeply") from None
-    problem = _surrogate_problem(text, 0, len(text), value)
+    problem = _surrogate_problem(text, 0, len(text), value, from_utf8=not isinstance(data, str))
     if problem is not None:
         raise ValueError(f"is not valid JSON: {problem}")
     return value
@@ -179,7 +179,7 @@ class JsonStream:
                 continue
             if end - start > self._max:  # it fitted in what was already read; the cap still holds
                 self._grow(start, held=end - start)
-            problem = _surrogate_problem(self._buf, start, end, value)
+            problem = _surrogate_problem(self._buf, start, end, value, from_utf8=True)
             if problem is not None:
                 raise self._error(f"is not valid JSON at character {self._base + start}: {problem}")
             self._pos = end

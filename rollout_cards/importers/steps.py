@@ -29,9 +29,13 @@ __all__ = ["StepBuffer", "json_text", "parse_timestamp"]
 _KINDS = frozenset(k.value for k in StepKind)
 
 
+# One encoder for every call: json.dumps with these options builds a new JSONEncoder each time.
+_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+
 def json_text(value: Any) -> str:
     """Deterministic JSON text of a source value (sorted keys, UTF-8 kept, no NaN)."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODE(value)
 
 
 def parse_timestamp(value: Any, *, file: str, record: str | None) -> int | None:
@@ -94,8 +98,10 @@ class StepBuffer:
             raise ValueError(f"unknown step kind {kind!r}")  # an importer bug, not a source error
         if content is not None and type(content) is not str:
             raise self.error(f"step {len(self.rows)}: content is {type(content).__name__}, expected text")
-        if input_tokens is not None or output_tokens is not None or cost_usd is not None:
-            self._check_counts(input_tokens, output_tokens, cost_usd)
+        if not ((input_tokens is None or (type(input_tokens) is int and input_tokens >= 0))
+                and (output_tokens is None or (type(output_tokens) is int and output_tokens >= 0))
+                and (cost_usd is None or (type(cost_usd) is float and math.isfinite(cost_usd)))):
+            self._check_counts(input_tokens, output_tokens, cost_usd)  # says which one is wrong
         if payload is not None and type(payload) is not str:
             try:
                 payload = json_text(payload)

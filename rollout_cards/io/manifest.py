@@ -78,7 +78,7 @@ def load_json_document(data: bytes, source: str, *, max_bytes: int = MAX_MANIFES
     except (ValueError, RecursionError) as exc:
         detail = str(exc)[:200] if isinstance(exc, ValueError) else "nested too deeply"
         raise ManifestError(source, [Problem("", f"invalid JSON: {detail}")]) from None
-    if may_hold_surrogate(text):
+    if may_hold_surrogate(text, from_utf8=True):
         pointer = surrogate_pointer(document)
         if pointer is not None:
             raise ManifestError(source, [Problem(pointer, "holds a lone surrogate (a \\uD800-\\uDFFF escape that "
