@@ -28,6 +28,7 @@ from dataclasses import dataclass
 __all__ = [
     "CardFormatError",
     "DecodeLimitError",
+    "ExportError",
     "ExpressionError",
     "ImporterError",
     "IntegrityError",
@@ -97,6 +98,11 @@ class DecodeLimitError(CardFormatError):
 
 class TableSchemaError(CardFormatError):
     """A Parquet table's schema or content does not match the format."""
+
+
+class ExportError(CardFormatError):
+    """`rcard export` cannot write this card in the asked format (what and why is said); an
+    input problem like a malformed card, so exit 1."""
 
 
 class WriterError(RolloutCardError):

@@ -153,6 +153,8 @@ def _stop(signum: int, frame: Any) -> None:  # noqa: ARG001
 EXAMPLES = {
     "card": "rcard card out/card --into",
     "export": "rcard export inspect-scores out/card --rule R -o scores.jsonl",
+    "eee": "rcard export eee out/card -o out/eee --organization 'My Lab' --schemas every_eval_ever/schemas",
+    "inspect-scores": "rcard export inspect-scores out/card --rule R -o scores.jsonl",
     "import": "rcard import tau-bench results.json -o out/tau",
     "info": "rcard info fixtures/cards/synthetic",
     "keygen": "rcard keygen --private me.pem --public me.pub.pem",
