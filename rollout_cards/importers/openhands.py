@@ -17,11 +17,19 @@ earlier action → its `tool_result` (`is_error` for `error` observations), else
 `message`; other kinds → `annotation` (`name` = kind). Every event's other fields are
 the step's `payload`. OpenHands writes event times without a zone, so `t` is null and
 the source's text is kept in `payload.timestamp`.
+
+Delegation (V0 `AgentDelegateAction`): the parent's `delegate` action is its `tool_call`,
+followed by a `span_begin` (`name` = the delegate agent, `payload.inputs`); the events up to
+the matching `delegate` observation are the sub-agent's (the parent waits while the
+delegate runs on the shared event stream): `parent_seq` = the span, `depth` + 1, `agent` =
+the delegate; then `span_end` and the observation as the call's `tool_result`. Delegations
+nest. A history that ends inside a delegation closes its spans (`payload.unclosed`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from .base import ImportRequest
@@ -58,7 +66,7 @@ class OpenHandsImporter:
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every line of every source."""
         request.check_options(self.name, self.options)
-        stats = {"unpriced": 0, "no_usage": 0}
+        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0}
         for index, path in enumerate(request.sources):
             session.add_source(path, self.name, request.url(index))
             with open(path, "rb") as fh:
@@ -81,6 +89,13 @@ class OpenHandsImporter:
         if stats["no_usage"]:
             for column in ("input_tokens", "output_tokens", "total_tokens", "cost_usd"):
                 session.declare_missing(f"episodes.{column}", "the line has no metrics", count=stats["no_usage"])
+        if stats["delegations"]:
+            session.note(f"{stats['delegations']} delegation(s) (AgentDelegateAction) nested as spans under their "
+                         "delegate call; the sub-agent's steps have parent_seq = the span_begin and depth + 1")
+        if stats["empty_delegations"]:
+            session.declare_missing("steps", "the history of these lines keeps only the parent agent's events around "
+                                    "a delegation (the delegate call and its observation): the sub-agent's own "
+                                    "events are not in output.jsonl", count=stats["empty_delegations"])
         session.note("OpenHands output.jsonl carries no aggregate score (test_result is filled by a separate "
                      "evaluation step); numeric test_result fields are score.* columns, no rule is declared")
 
@@ -121,13 +136,7 @@ def _episode(record: Any, label: str, file: str, agent_override: str | None, ses
     if history is not None:
         if not isinstance(history, list):
             raise steps.error(f"history is {type(history).__name__}, expected a list of events")
-        for i, event in enumerate(history):
-            if not isinstance(event, dict):
-                raise steps.error(f"history[{i}] is not an object")
-            if "kind" in event:
-                _v1(event, i, steps)
-            else:
-                _v0(event, i, steps)
+        _history(history, steps, stats)
     rest = {k: v for k, v in record.items() if k not in _KNOWN}
     if rest:
         row["meta.record"] = json_text(rest)
@@ -188,7 +197,70 @@ def _test_result(result: Any, row: dict[str, Any], steps: StepBuffer, session: I
         row["meta.test_result"] = json_text(rest)
 
 
-def _v0(event: dict[str, Any], i: int, steps: StepBuffer) -> None:
+@dataclass
+class _Delegation:
+    """An open V0 delegation: the parent's delegate call, the span its sub-agent's steps hang
+    under, and where the parent's own steps go once it ends."""
+
+    call_id: str
+    span: int
+    agent: str | None
+    outer: dict[str, Any]
+    events: int = 0
+
+    @property
+    def inner(self) -> dict[str, Any]:
+        return {"parent_seq": self.span, "depth": (self.outer.get("depth") or 0) + 1, "agent": self.agent}
+
+
+def _history(history: list[Any], steps: StepBuffer, stats: dict[str, int]) -> None:
+    """The events of one line in order; a V0 delegation (`delegate` action ... `delegate`
+    observation) nests the events between them (the sub-agent's: the parent waits while its
+    delegate runs on the shared event stream) as a span under the delegate call."""
+    open_: list[_Delegation] = []
+    for i, event in enumerate(history):
+        if not isinstance(event, dict):
+            raise steps.error(f"history[{i}] is not an object")
+        if "kind" in event:
+            _v1(event, i, steps)
+            continue
+        nest = open_[-1].inner if open_ else {}
+        if open_:
+            open_[-1].events += 1
+        if event.get("observation") == "delegate" and open_:
+            done = open_.pop()
+            done.events -= 1  # the observation is the parent's
+            _end_span(done, steps, stats)
+            cause = event.get("cause")
+            call = str(cause) if cause is not None and steps.has_call(str(cause)) else done.call_id
+            _v0({**event, "cause": call}, i, steps, done.outer)
+            continue
+        seq = _v0(event, i, steps, nest)
+        if event.get("action") == "delegate":
+            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            agent = _str(args.get("agent"))
+            call_id = steps.rows[seq][7]  # the stored id (a reused one is renamed)
+            span = steps.add("span_begin", name=agent or "delegate", payload={"delegate_call_id": call_id,
+                             "inputs": args.get("inputs")}, **nest)
+            open_.append(_Delegation(call_id, span, agent, nest))
+            stats["delegations"] += 1
+    while open_:  # the history ends inside a delegation (the run stopped while the sub-agent ran)
+        done = open_.pop()
+        _end_span(done, steps, stats, unclosed=True)
+
+
+def _end_span(done: _Delegation, steps: StepBuffer, stats: dict[str, int], *, unclosed: bool = False) -> None:
+    payload: dict[str, Any] = {"delegate_call_id": done.call_id, "events": done.events}
+    if unclosed:
+        payload["unclosed"] = "the history ends before the delegate's observation"
+    if done.events == 0:
+        stats["empty_delegations"] += 1  # this history kept only the parent's events
+    steps.add("span_end", name=done.agent or "delegate", payload=payload, **done.outer)
+
+
+def _v0(event: dict[str, Any], i: int, steps: StepBuffer, nest: dict[str, Any] | None = None) -> int:
+    """The step of one V0 event (nested as `nest` says); returns its seq."""
+    nest = nest or {}
     role = _ROLES.get(event.get("source"))
     payload = {k: v for k, v in event.items() if k not in ("message", "action", "args", "observation", "content",
                                                           "cause", "source")}
@@ -199,12 +271,12 @@ def _v0(event: dict[str, Any], i: int, steps: StepBuffer) -> None:
         args = event.get("args")
         if action in ("message", "system"):
             content = (args or {}).get("content") if isinstance(args, dict) and "content" in args else event.get("message")
-            steps.add("message", role="system" if action == "system" else (role or "assistant"),
-                      content=_str(content), payload={**payload, "args": args} if args else payload or None)
-        else:
-            steps.tool_call(action, None if args is None else json_text(args), str(event.get("id", f"ev{i}")),
-                            role=role or "assistant", content=_str(event.get("message")), payload=payload or None)
-        return
+            return steps.add("message", role="system" if action == "system" else (role or "assistant"),
+                             content=_str(content), payload={**payload, "args": args} if args else payload or None,
+                             **nest)
+        return steps.tool_call(action, None if args is None else json_text(args), str(event.get("id", f"ev{i}")),
+                               role=role or "assistant", content=_str(event.get("message")), payload=payload or None,
+                               **nest)
     if "observation" in event:
         obs = event["observation"]
         cause = event.get("cause")
@@ -212,11 +284,11 @@ def _v0(event: dict[str, Any], i: int, steps: StepBuffer) -> None:
         payload["observation"] = obs
         content = _str(event.get("content"))
         if cause is not None and steps.has_call(str(cause)):
-            steps.tool_result(str(cause), content, role="tool", is_error=is_error, name=_str(obs), payload=payload)
-        else:
-            steps.add("observation", role="tool", name=_str(obs), content=content, is_error=is_error, payload=payload)
-        return
-    steps.add("annotation", name="event", content=_str(event.get("message")), payload=payload or None)
+            return steps.tool_result(str(cause), content, role="tool", is_error=is_error, name=_str(obs),
+                                     payload=payload, **nest)
+        return steps.add("observation", role="tool", name=_str(obs), content=content, is_error=is_error,
+                         payload=payload, **nest)
+    return steps.add("annotation", name="event", content=_str(event.get("message")), payload=payload or None, **nest)
 
 
 def _v1(event: dict[str, Any], i: int, steps: StepBuffer) -> None:

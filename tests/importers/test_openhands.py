@@ -126,3 +126,86 @@ def test_keep_going_declares_the_skipped_line(tmp_path):
     result, card = run_import("openhands", [path], tmp_path / "c", keep_going=True)
     assert result.episodes == 2 and [m.record for m in result.malformed] == ["line 2"]
     assert_valid(tmp_path / "c")
+
+
+def _ev(id_, source="agent", **fields):
+    return {"id": id_, "timestamp": "2025-01-01T00:00:00", "source": source, **fields}
+
+
+def _delegating_line(instance="d-1", *, nested=True, closed=True):
+    """A V0 history as OpenHands' shared event stream has it: the parent delegates to a
+    BrowsingAgent, which itself delegates to a ReaderAgent; the parent finishes last."""
+    h = [_ev(0, "user", action="message", args={"content": "find the release date"}),
+         _ev(1, action="delegate", args={"agent": "BrowsingAgent", "inputs": {"task": "browse"}}),
+         _ev(2, action="browse", args={"url": "https://example.org"}),
+         _ev(3, "environment", observation="browse", content="<html>", cause=2)]
+    if nested:
+        h += [_ev(4, action="delegate", args={"agent": "ReaderAgent", "inputs": {"task": "read"}}),
+              _ev(5, action="read", args={"path": "notes.txt"}),
+              _ev(6, "environment", observation="read", content="2024-05-01", cause=5),
+              _ev(7, action="finish", args={"outputs": {"date": "2024-05-01"}}),
+              _ev(8, observation="delegate", content="ReaderAgent finishes task with date", cause=4)]
+    h += [_ev(9, action="finish", args={"outputs": {"answer": "2024-05-01"}})]
+    if closed:
+        h += [_ev(10, observation="delegate", content="BrowsingAgent finishes task", extras={"outputs": {}})]
+        h += [_ev(11, action="finish", args={"outputs": {"answer": "2024-05-01"}})]
+    return {"instance_id": instance, "instruction": "find it", "metadata": {"agent_class": "DelegatorAgent"},
+            "history": h, "metrics": None, "error": None}
+
+
+def test_v0_delegation_nests_the_sub_agents_events_as_spans(tmp_path):
+    src = tmp_path / "output.jsonl"
+    src.write_text(json.dumps(_delegating_line()) + "\n")
+    _result, card = run_import("openhands", [src], tmp_path / "c")
+    steps = card.steps(columns=["seq", "kind", "name", "call_id", "parent_seq", "depth", "agent"]).to_pylist()
+    by_seq = {s["seq"]: s for s in steps}
+    shape = [(s["kind"], s["name"], s["depth"], s["agent"]) for s in steps]
+    assert shape == [
+        ("message", None, None, None),
+        ("tool_call", "delegate", None, None),
+        ("span_begin", "BrowsingAgent", None, None),
+        ("tool_call", "browse", 1, "BrowsingAgent"),
+        ("tool_result", "browse", 1, "BrowsingAgent"),
+        ("tool_call", "delegate", 1, "BrowsingAgent"),
+        ("span_begin", "ReaderAgent", 1, "BrowsingAgent"),
+        ("tool_call", "read", 2, "ReaderAgent"),
+        ("tool_result", "read", 2, "ReaderAgent"),
+        ("tool_call", "finish", 2, "ReaderAgent"),
+        ("span_end", "ReaderAgent", 1, "BrowsingAgent"),
+        ("tool_result", "delegate", 1, "BrowsingAgent"),
+        ("tool_call", "finish", 1, "BrowsingAgent"),
+        ("span_end", "BrowsingAgent", None, None),
+        ("tool_result", "delegate", None, None),  # no cause in the source: linked to the open delegation
+        ("tool_call", "finish", None, None),
+    ]
+    # Every nested step hangs under the span of its delegation, one level below it.
+    for s in steps:
+        if s["depth"]:
+            parent = by_seq[s["parent_seq"]]
+            assert parent["kind"] == "span_begin" and (parent["depth"] or 0) + 1 == s["depth"]
+    results = [s for s in steps if s["kind"] == "tool_result" and s["name"] == "delegate"]
+    calls = {s["call_id"]: s for s in steps if s["kind"] == "tool_call" and s["name"] == "delegate"}
+    assert {r["call_id"] for r in results} == set(calls)
+    assert_valid(tmp_path / "c")
+    # A rule selects by nesting: the top-level agent's calls vs the sub-agents' steps.
+    rule = tmp_path / "r.yaml"
+    rule.write_text('rule: t.top\nfeatures:\n  top: {where: "kind == \'tool_call\' and coalesce(depth, 0) == 0", '
+                    'agg: count}\nscore: "top"\n')
+    import rollout_cards as rc
+    [run] = [r for r in rc.rescore(card, str(rule)).runs if r.rule == "t.top"]
+    assert run.results[0].value == 2  # the parent's delegate and finish (the shape above)
+
+
+def test_a_history_ending_inside_a_delegation_closes_its_span_and_one_without_sub_events_is_declared(tmp_path):
+    src = tmp_path / "output.jsonl"
+    filtered = _delegating_line("d-2", nested=False)
+    filtered["history"] = [e for e in filtered["history"] if e["id"] in (0, 1, 10, 11)]  # the parent's view only
+    src.write_text(json.dumps(_delegating_line("d-1", nested=False, closed=False)) + "\n" + json.dumps(filtered) + "\n")
+    _result, card = run_import("openhands", [src], tmp_path / "c")
+    ends = card.steps(filter="kind == 'span_end'", columns=["episode_id", "payload"]).to_pylist()
+    payloads = {e["episode_id"]: json.loads(e["payload"]) for e in ends}
+    assert "unclosed" in payloads["d-1"] and payloads["d-1"]["events"] == 3
+    assert payloads["d-2"]["events"] == 0 and "unclosed" not in payloads["d-2"]
+    [drop] = [d for d in card.manifest.drops if d.target == "steps"]
+    assert drop.count == 1 and "sub-agent" in drop.reason
+    assert_valid(tmp_path / "c")
