@@ -35,6 +35,7 @@ from .json_stream import JsonStream, iter_records
 from .rule_files import rule_document
 from .session import ImportSession
 from .steps import StepBuffer
+from .swe_bench_experiments import experiments_report, is_experiments_results
 from .swe_bench_tests import TestColumns as _TestColumns
 from .swe_bench_tests import expand_sources as _expand
 
@@ -57,7 +58,8 @@ class SweBenchImporter:
 
     name = "swe-bench"
     summary = ("SWE-bench harness reports (schema_version 2) with the per-instance report.json files and the "
-               "predictions; or a directory holding them")
+               "predictions; or a directory holding them; or an experiments-style submission directory "
+               "(all_preds.jsonl, results/results.json, logs/<instance>/report.json)")
     options = {"predictions": "predictions file (JSON list, JSON object by instance id, or JSONL) whose patches become artifacts"}
     directories = True
 
@@ -71,13 +73,15 @@ class SweBenchImporter:
         reported: dict[str, list[dict[str, Any]]] = {}
         tests = _TestColumns(instance_reports)
         for path, url in sources:
-            report = _report(path)
-            session.add_source(path, self.name, url)
-            agent = request.agent or (models[0] if len(models) == 1 and len(sources) == 1 else path.stem)
+            experiments = is_experiments_results(path)
+            report = experiments_report(path, patches, session) if experiments else _report(path)
+            session.add_source(path, "swe-bench-experiments-results" if experiments else self.name, url)
+            stem = path.parent.parent.name if experiments else path.stem  # <date>_<model> of a submission
+            agent = request.agent or (models[0] if len(models) == 1 and len(sources) == 1 else stem)
             if agent in grid:
                 raise ImporterError(f"two reports map to agent {agent!r}; name them apart or import them separately")
             session.add_agent({"name": agent})
-            grid[agent] = _import_report(session, report, path, agent, patches, tests)
+            grid[agent] = _import_report(session, report, path, agent, patches, tests, report.pop("_rows", None))
             for rule_id, value in _reported(report, agent).items():
                 reported.setdefault(rule_id, []).append(value)
         _declare_rules(session, reported)
@@ -115,8 +119,9 @@ def _report(path: Path) -> dict[str, Any]:
 
 def _import_report(
     session: ImportSession, report: dict[str, Any], path: Path, agent: str, patches: dict[str, tuple[str | None, str]],
-    tests: _TestColumns,
+    tests: _TestColumns, extra: dict[str, dict[str, Any]] | None = None,
 ) -> list[str]:
+    """The episodes of one run report; `extra` holds further row fields per instance id."""
     sets = {name: set(report.get(name, [])) for name in _LISTS}
     for name in _LISTS:
         if len(sets[name]) != len(report.get(name, [])):
@@ -135,6 +140,7 @@ def _import_report(
             conflicts.setdefault(("not in submitted_ids",), []).append(iid)
         with session.record():
             row, steps = _episode(iid, lists, agent, path, patches, session)
+            row.update((extra or {}).get(iid, {}))
             tests.add(session, row, steps, "resolved_ids" in lists)
             session.add_episode(row, steps)
     for lists, bad in sorted(conflicts.items()):

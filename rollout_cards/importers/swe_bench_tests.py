@@ -14,8 +14,9 @@ failure: [...]}}}}`. `TestColumns` adds, to the instance's episode,
 | `meta.tests.<CATEGORY>.<success or failure>` | the test ids, JSON text (a list) |
 | `meta.patch_is_none`, `meta.patch_exists`, `meta.patch_applied` | the report's patch flags |
 
-`expand_sources` finds, in directory sources, the run report(s) (top-level `*.json`),
-the predictions (`preds.json`, `*.jsonl`) and every `report.json` below (links refused).
+`expand_sources` finds, in directory sources, the run report(s) (top-level `*.json`, or
+`results/results.json` of an experiments-style submission directory), the predictions
+(`preds.json`, `*.jsonl`) and every `report.json` below (links refused).
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]
                 reports.append((path, url))
             continue
         for name, p, is_dir in children(path):
-            if is_dir:
+            if is_dir and name == "results" and any(n == "results.json" and not d for n, _, d in children(p)):
+                reports.append((p / "results.json", url))  # an experiments-style submission directory
+            elif is_dir:
                 _walk(p, instance, 1)
             elif name == "report.json":
                 _add_instance(instance, p)

@@ -1,0 +1,95 @@
+"""SWE-bench experiments-style submission directories (the swe-bench/experiments repository).
+
+A submission is `evaluation/<split>/<date>_<model>/` holding `all_preds.jsonl` (the
+predictions), `metadata.yaml`, `README.md`, `results/results.json`, `logs/<instance>/`
+(`report.json`, `patch.diff`, `test_output.txt`, ...) and `trajs/` (the agent's
+trajectories). `results/results.json` maps a category to the instance ids in it; this
+reads it into the harness report shape `swe_bench` imports, keeping each category:
+
+| results.json list | harness list (status) | why |
+|---|---|---|
+| `resolved` | resolved_ids (completed, score.resolved true) | |
+| `no_generation` | empty_patch_ids (completed, resolved false, score.empty_patch true) | no patch was generated |
+| `no_apply`, `install_fail`, `reset_failed`, `test_errored`, `no_logs` | error_ids (error) | the harness could not evaluate the patch (v2 harness: a patch that does not apply is an error) |
+| `test_timeout` | error_ids, status `timeout` | the tests ran out of time |
+| `generated`, `with_logs`, `applied` | (progress lists: kept in `meta.experiments_lists`) | |
+| an instance predicted or listed, in none of the above | unresolved_ids (completed, resolved false) | evaluated, not resolved |
+
+Every instance's categories are kept in `meta.experiments_lists`; an unknown category is
+kept the same way and named in a note. `submitted_ids` = every instance of
+`all_preds.jsonl` and of the lists. The reported resolved rate is `len(resolved)` over
+those instances (the leaderboard divides by the split's size instead: see the note).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import SourceFormatError
+from .json_stream import JsonStream
+from .session import ImportSession
+
+__all__ = ["experiments_report", "is_experiments_results"]
+
+_TO_HARNESS = {"resolved": "resolved_ids", "no_generation": "empty_patch_ids", "no_apply": "error_ids",
+               "install_fail": "error_ids", "reset_failed": "error_ids", "test_errored": "error_ids",
+               "no_logs": "error_ids", "test_timeout": "error_ids"}
+_PROGRESS = ("generated", "with_logs", "applied")
+_WHY = {"no_apply": "the patch did not apply", "install_fail": "the environment failed to install",
+        "reset_failed": "the repository could not be reset", "test_errored": "the tests errored",
+        "no_logs": "the evaluation left no log", "test_timeout": "the tests timed out"}
+_MAX_CHARS = 256 * 1024 * 1024
+
+
+def is_experiments_results(path: Path) -> bool:
+    """Whether `path` is the `results/results.json` of an experiments-style submission."""
+    return path.name == "results.json" and path.parent.name == "results"
+
+
+def experiments_report(path: Path, patches: dict[str, Any], session: ImportSession) -> dict[str, Any]:
+    """A harness-shaped report (schema_version 2 lists) of an experiments results.json, with
+    `_rows`: the row fields each instance gets beyond the harness lists."""
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path), max_value_chars=_MAX_CHARS)
+        doc = stream.read_value()
+        stream.end()
+    if not isinstance(doc, dict) or not doc:
+        raise SourceFormatError("is not an experiments results.json (an object of instance-id lists)", file=str(path))
+    lists: dict[str, list[str]] = {}
+    for name, ids in doc.items():
+        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+            raise SourceFormatError(f"{name} is not a list of instance ids", file=str(path), record=name)
+        lists[name] = ids
+    unknown = sorted(set(lists) - set(_TO_HARNESS) - set(_PROGRESS))
+    if unknown:
+        session.note(f"{path}: list(s) {', '.join(unknown)} are not known categories of experiments results; kept "
+                     "in meta.experiments_lists, no outcome taken from them")
+    instances = sorted(set(patches) | {i for ids in lists.values() for i in ids})
+    report: dict[str, Any] = {"schema_version": 2, "submitted_ids": instances}
+    for name, target in _TO_HARNESS.items():
+        report.setdefault(target, [])
+        report[target] += [i for i in lists.get(name, []) if i not in report[target]]
+    decided = {i for key in ("resolved_ids", "empty_patch_ids", "error_ids") for i in report[key]}
+    report["unresolved_ids"] = [i for i in instances if i not in decided]
+    of: dict[str, list[str]] = {}
+    for name, ids in lists.items():
+        for i in ids:
+            of.setdefault(i, []).append(name)
+    rows: dict[str, dict[str, Any]] = {}
+    for iid in instances:
+        names = of.get(iid, [])
+        row: dict[str, Any] = {"meta.experiments_lists": ",".join(names)}
+        failures = [n for n in names if n in _WHY]
+        if failures and "resolved" not in names:
+            row["error_message"] = f"results.json lists it under {', '.join(failures)}: " + "; ".join(
+                _WHY[n] for n in failures)
+            if failures == ["test_timeout"]:
+                row["status"] = "timeout"
+        rows[iid] = row
+    report["_rows"] = rows
+    session.note(f"{path}: an experiments-style submission; swe_bench.resolved_rate is resolved over the "
+                 f"{len(instances)} instance(s) predicted or listed (the leaderboard divides by the split's size); "
+                 "trajs/ are not merged into this card (import them with `rcard import swe-agent` or "
+                 "`mini-swe-agent`)")
+    return report
