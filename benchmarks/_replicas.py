@@ -129,13 +129,16 @@ def replica_bench(fmt: str, sizes: list[int], repeats: int, measure: Callable[[s
         ours = measure(f"import:{fmt}", source, out)
         figures.append((n, base, ours))
     print(f"\n{fmt} import of real files replicated with new ids; median of {repeats} runs, peak RSS = max "
-          "over runs; the machine is shared (loaded): read the ratios first")
-    print(row("", "seconds", "episodes/s", "peak RSS MB", widths=(40, 12, 12, 12)))
+          "over runs; the machine is shared (loaded): read the ratios first; CPU s = the child's process time")
+    widths = (40, 12, 12, 12, 12, 12)
+    print(row("", "seconds", "episodes/s", "CPU s", "eps/CPU-s", "peak RSS MB", widths=widths))
     for n, base, ours in figures:
         for label, r in ((f"{n:,}: json.load of every file", base), (f"{n:,}: rcard import {fmt}", ours)):
-            print(row(label, f"{r['seconds']:.2f}", f"{n / r['seconds']:.0f}", f"{r['peak_rss_mb']:.0f}",
-                      widths=(40, 12, 12, 12)))
-        print(f"  import / json.load: {ours['seconds'] / base['seconds']:.2f}x time, "
+            cpu = r.get("cpu_seconds", r["seconds"])
+            print(row(label, f"{r['seconds']:.2f}", f"{n / r['seconds']:.0f}", f"{cpu:.2f}", f"{n / cpu:.0f}",
+                      f"{r['peak_rss_mb']:.0f}", widths=widths))
+        cpu_ratio = ours.get("cpu_seconds", ours["seconds"]) / base.get("cpu_seconds", base["seconds"])
+        print(f"  import / json.load: {ours['seconds'] / base['seconds']:.2f}x time ({cpu_ratio:.2f}x CPU), "
               f"{ours['peak_rss_mb'] / base['peak_rss_mb']:.2f}x RSS; {ours['steps']:,} steps")
     if len(figures) > 1:
         (n0, _, a), (n1, _, b) = figures[0], figures[-1]
