@@ -38,6 +38,30 @@ _STEP_SCHEMA = steps_schema()
 _STEP_TYPES = [c.type for c in STEP_COLUMNS]
 
 
+def _expected(typ: pa.DataType) -> tuple[tuple[type, ...], str] | None:
+    """The Python values a column of `typ` accepts (None always), and their name; None: not checked."""
+    if pa.types.is_dictionary(typ) or pa.types.is_string(typ):
+        return (str,), "text"
+    if pa.types.is_boolean(typ):
+        return (bool,), "true or false"
+    if pa.types.is_integer(typ):
+        return (int,), "an integer"
+    if pa.types.is_floating(typ):
+        return (int, float), "a number"
+    return None
+
+
+# A source's object where a column holds text (a tool name given as {"a": [null]}) is the
+# source's fault: refused here with its record, not left to fail as an Arrow error at flush.
+_STEP_CHECKS = [(i, c.name, *e) for i, c in enumerate(STEP_COLUMNS) if (e := _expected(c.type)) is not None]
+_EPISODE_CHECKS = {c.name: e for c in EPISODE_COLUMNS if (e := _expected(c.type)) is not None}
+_SEQ = [c.name for c in STEP_COLUMNS].index("seq")
+
+
+def _wrong(value: Any, accepted: tuple[type, ...]) -> bool:
+    return value is not None and (not isinstance(value, accepted) or (isinstance(value, bool) and bool not in accepted))
+
+
 class ChunkedTables:
     """Buffers episodes and steps and writes them through `writer` in chunks."""
 
@@ -92,6 +116,9 @@ class ChunkedTables:
             if column in _STANDARD:
                 if column in _DERIVED:
                     raise ValueError(f"{column} is derived from the steps")
+                check = _EPISODE_CHECKS.get(column)
+                if check is not None and _wrong(value, check[0]):
+                    raise steps.error(f"{column} must be {check[1]}, not a {type(value).__name__} ({str(value)[:60]})")
                 out[column] = value
             elif value is not None:
                 self._check_extra(column, value, steps)
@@ -99,6 +126,10 @@ class ChunkedTables:
         out["n_steps"] = len(steps.rows)
         last = None
         for step in steps.rows:
+            for i, name, accepted, what in _STEP_CHECKS:
+                if _wrong(step[i], accepted):
+                    raise steps.error(f"step {step[_SEQ]}: {name} must be {what}, not a {type(step[i]).__name__} "
+                                      f"({str(step[i])[:60]}); the source has another shape here")
             t = step[3]
             if t is not None:
                 if last is not None and t < last:

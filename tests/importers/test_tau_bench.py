@@ -181,3 +181,21 @@ def test_the_published_gpt_4o_airline_results(tmp_path):
                   for r in records)
     assert result.steps == n_steps
     assert_valid(result.path)
+
+
+def test_an_object_where_text_belongs_is_the_sources_fault(tmp_path):
+    # Found by the importer fuzzer: a tool name given as an object reached pa.array at flush
+    # and ended as an internal error (exit 2).
+    import json
+
+    from rollout_cards.errors import SourceFormatError
+    from tests.importers.conftest import SOURCES, run_import
+
+    data = json.loads((SOURCES / "tau-bench" / "synthetic-agent.json").read_text())
+    results = [m for r in data for m in r.get("traj", []) if m.get("role") == "tool" and "name" in m]
+    results[0]["name"] = {"a": [None]}  # a tool message's name
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(SourceFormatError, match=r"record \d+ .*name must be text, not a dict"):
+        run_import("tau-bench", [bad], tmp_path / "card")
+    assert not (tmp_path / "card").exists()
