@@ -28,6 +28,7 @@ from dataclasses import dataclass
 __all__ = [
     "CardFormatError",
     "DecodeLimitError",
+    "EngineError",
     "ExportError",
     "ExpressionError",
     "ImporterError",
@@ -142,6 +143,10 @@ class ExpressionError(RuleError):
         if column is not None:
             pointer = f" (column {column})\n    {expression}\n    {' ' * (column - 1)}^"
         super().__init__(f"{message}{pointer}", file=file, key=key)
+
+
+class EngineError(RolloutCardError):
+    """An execution engine cannot run: not installed, unreachable, or its job failed (no result)."""
 
 
 class StatisticsError(RolloutCardError, ValueError):

@@ -18,6 +18,11 @@ class Adjustment(StrEnum):
     none = "none"
 
 
+class Engine(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
 class RescoreFormat(StrEnum):
     table = "table"
     json = "json"
@@ -57,6 +62,12 @@ def rescore(
     no_verify_digests: Annotated[
         bool, typer.Option("--no-verify-digests", help="Read the tables without checking them against the inventory.")
     ] = False,
+    engine: Annotated[
+        Engine, typer.Option("--engine", help="Where step features are computed: this process, or Ray Data (pip install 'rollout-cards[ray]'); same numbers.")
+    ] = Engine.local,
+    address: Annotated[
+        str | None, typer.Option("--address", help="With --engine ray: the Ray cluster to use (default: start a local one).")
+    ] = None,
 ) -> None:
     """Replay the card's rules and alternative rules on the same episodes: headlines per
     group, paired differences against the declared rules (with p-values adjusted as one
@@ -72,6 +83,8 @@ def rescore(
         against=list(against or []) or None,
         pair_on=list(pair_on or []) or None,
         adjust=adjust.value,
+        engine=engine.value,
+        address=address,
     )
     typer.echo(render(report, format.value), nl=False)
 
@@ -101,11 +114,15 @@ def rules(
 
 
 def _rescore(path: Path, rules: list[Path], verify: bool, **options: Any):
+    from ..errors import RuleError
     from ..io.reader import open_card
     from ..rules.rescore import rescore as rescore_card
 
+    if options.get("address") and options.get("engine") != "ray":
+        raise RuleError("--address names a Ray cluster: use it with --engine ray", key="--address")
     card = open_card(path, verify=verify)
-    card.verify_all(wait=False)  # hashed while the rules run; nothing is printed before it is done
+    if options.get("engine") != "ray":  # on Ray the workers hash the steps parts
+        card.verify_all(wait=False)  # hashed while the rules run; nothing is printed before it is done
     report = rescore_card(card, rules, **options)
     card.verify_all()
     return report

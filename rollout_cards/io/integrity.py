@@ -66,6 +66,20 @@ class FileVerifier:
         self.start(rel)
         self._pending[rel].result()
 
+    def record(self, rel: str, digest: str, size: int) -> None:
+        """Take the sha256 and size of `rel` computed elsewhere (an engine's workers hashed
+        it, rollout_cards.scale) as its check: later waits raise IntegrityError on a mismatch."""
+        done: Future[None] = Future()
+        try:
+            self._compare(self._entry(rel), digest, size)
+        except IntegrityError as exc:
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+        with self._lock:
+            self._pending[rel] = done
+        done.result()
+
     def check_bytes(self, rel: str, data: bytes) -> bytes:
         """`data`, the content just read of `rel`, if it matches the inventory."""
         entry = self._entry(rel)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     # (~0.3 s), which `rcard validate` and the CLI's start never need.
     import pyarrow.dataset as ds
 
-__all__ = ["Card", "CardSource", "DirectorySource", "Entry", "open_card", "safe_relative"]
+__all__ = ["BlockScan", "Card", "CardSource", "DirectorySource", "Entry", "open_card", "safe_relative"]
 
 Filter = pc.Expression | str | None
 
@@ -170,6 +170,95 @@ class DirectorySource:
         self._regular(rel)
 
 
+def unreadable(name: str, table: str, exc: BaseException, root: str = "") -> CardFormatError:
+    """The error for a table pyarrow cannot decode (`exc`), paths inside the card shortened."""
+    detail = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+    for base in (name, root):
+        detail = detail.replace(base + "/", "") if base else detail
+    return CardFormatError(
+        f"{name}: the {table} table cannot be read ({detail}); run `rcard validate {name}` to see what is wrong"
+    )
+
+
+def _decoded(raw: pa.RecordBatch, budget: DecodeBudget, schema: pa.Schema, expand: set[str] | frozenset[str],
+             expr: pc.Expression | None, read: list[str] | None, selected: list[str] | None,
+             encoded: bool = False) -> Iterator[pa.RecordBatch]:
+    """One batch as scanned (strings dictionary-encoded) -> checked, decoded, filtered batches
+    (with `encoded`: checked and charged to the budget, left encoded, not filtered)."""
+    # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
+    # check on read; catch them here rather than deep inside whoever uses the values.
+    raw.validate(full=True)
+    if encoded:
+        budget.charge(raw, set(expand))
+        yield raw
+        return
+    for batch in budget.decode(raw, schema, set(expand)):
+        if expr is not None:
+            batch = batch.filter(expr)
+            if read != selected:
+                batch = batch.select(selected) if selected is not None else batch
+        yield batch
+
+
+@dataclass(frozen=True)
+class BlockScan:
+    """A table scan cut into blocks, one per Parquet row group, for engines that read the blocks
+    on other processes or machines (rollout_cards.scale): everything in it pickles. Reading
+    block (part, row group) with `read_block` yields exactly the batches `Card.iter_*` yields
+    for that row group (the local scan never cuts a batch across row groups), decoded under
+    the same checks; the filter is applied to decoded batches, never pushed into the Parquet
+    scan (see `Card._batches`). Digests are the caller's to check (`FileVerifier.record`)."""
+
+    name: str
+    table: str
+    filesystem: pafs.FileSystem
+    paths: list[str]
+    rels: list[str]
+    schema: pa.Schema
+    scan_schema: pa.Schema
+    expand: frozenset[str]
+    stored: int
+    read: list[str] | None
+    selected: list[str] | None
+    expr: pc.Expression | None
+    encoded: bool = False
+
+    def _format(self) -> ds.ParquetFileFormat:
+        import pyarrow.dataset as ds  # where a dataset is built (see the module's imports)
+
+        return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=sorted(self.expand)))
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """(part, row group) of every block, in table order (reads the Parquet footers)."""
+        import pyarrow.dataset as ds
+
+        out = []
+        try:
+            for part, path in enumerate(self.paths):
+                (fragment,) = ds.dataset([path], format=self._format(), filesystem=self.filesystem).get_fragments()
+                out += [(part, rg) for rg in range(fragment.num_row_groups)]
+        except (pa.ArrowException, OSError) as exc:
+            raise unreadable(self.name, self.table, exc) from None
+        return out
+
+    def read_block(self, part: int, row_group: int, budget: DecodeBudget,
+                   batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """The decoded, filtered batches of one row group (CardFormatError if undecodable)."""
+        import pyarrow.dataset as ds
+
+        try:
+            dataset = ds.dataset([self.paths[part]], format=self._format(), filesystem=self.filesystem,
+                                 schema=self.scan_schema)
+            (fragment,) = dataset.get_fragments()
+            scanner = ds.Scanner.from_fragment(fragment.subset(row_group_ids=[row_group]),
+                                               schema=self.scan_schema, columns=self.read, batch_size=batch_size)
+            for raw in scanner.to_batches():
+                yield from _decoded(raw, budget, self.schema, self.expand, self.expr, self.read, self.selected,
+                                    self.encoded)
+        except (pa.ArrowException, OSError) as exc:
+            raise unreadable(self.name, self.table, exc) from None
+
+
 class Card:
     """A rollout card opened for reading. Get one from `rollout_cards.open()`.
 
@@ -267,6 +356,12 @@ class Card:
             for rel in paths:
                 self._verifier.wait(rel)
 
+    def record_digest(self, rel: str, digest: str, size: int) -> None:
+        """Take `rel`'s sha256 and size, computed elsewhere (an engine's workers), as its check;
+        IntegrityError now and on every later read if they differ from the inventory."""
+        if self._verifier is not None:
+            self._verifier.record(rel, digest, size)
+
     def verify_file(self, rel: str) -> None:
         """Check one file of the card against the inventory now, once (no-op with verify=False);
         for code that reads a table part itself rather than through `episodes()`/`steps()`."""
@@ -280,13 +375,7 @@ class Card:
                 self._verifier.wait(rel)
 
     def _unreadable(self, table: str, exc: BaseException) -> CardFormatError:
-        detail = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-        for base in (getattr(self.source, "name", ""), str(getattr(self.source, "root", ""))):
-            detail = detail.replace(base + "/", "") if base else detail
-        return CardFormatError(
-            f"{self.source.name}: the {table} table cannot be read ({detail}); "
-            f"run `rcard validate {self.source.name}` to see what is wrong"
-        )
+        return unreadable(self.source.name, table, exc, str(getattr(self.source, "root", "")))
 
     def _columns(self, table: str, columns: Sequence[str] | None) -> list[str] | None:
         if columns is None:
@@ -384,24 +473,26 @@ class Card:
                 if not verified:  # the first batch was decoded while the parts were hashed
                     self._verified(table)
                     verified = True
-                # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
-                # check on read; catch them here rather than deep inside whoever uses the values.
-                raw.validate(full=True)
-                if encoded:
-                    budget.charge(raw, expand)
-                    yield raw
-                    continue
-                for batch in budget.decode(raw, dataset.schema, expand):
-                    if expr is not None:
-                        batch = batch.filter(expr)
-                        if read != selected:
-                            batch = batch.select(selected) if selected is not None else batch
-                    yield batch
+                yield from _decoded(raw, budget, dataset.schema, expand, expr, read, selected, encoded)
         except (pa.ArrowException, OSError) as exc:
             self._verified(table)
             raise self._unreadable(table, exc) from None
         if not verified:
             self._verified(table)
+
+    def block_scan(self, table: str, columns: Sequence[str] | None = None, filter: Filter = None,
+                   *, encoded: bool = False) -> BlockScan:
+        """The scan `iter_*(columns, filter)` makes, as a picklable description an engine on
+        other machines reads block by block (`read_block`); digests are not checked by it."""
+        dataset = self.dataset(table)
+        selected = self._columns(table, columns)
+        expr, names = self._filter(table, filter)
+        read = selected if expr is None else self._read_columns(table, selected, expr, names)
+        scan, expand, stored = self._scans[table]
+        fs, base = self.source.filesystem()
+        rels = list(getattr(self.manifest.tables, table).paths)
+        return BlockScan(self.source.name, table, fs, [f"{base}/{rel}" for rel in rels], rels,
+                         dataset.schema, scan.schema, frozenset(expand), stored, read, selected, expr, encoded)
 
     def episode_steps(self, episode_id: str, columns: Sequence[str] | None = None) -> pa.Table:
         """The steps of one episode, in `seq` order."""

@@ -19,7 +19,7 @@ all episodes, so a group that `select` empties is still shown, with n = 0.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,11 @@ from .grouping import Factor, factorize
 from .reducers import reduce_attempts
 from .results import GroupComparison, GroupResult, RuleRun
 
-__all__ = ["Observations", "apply_rule"]
+__all__ = ["Observations", "StepFeatures", "apply_rule"]
+
+#: (card, rule, compiled features, episodes table) -> {feature: (episode_id, value)}, the
+#: contract of `features.compute_features` for engines that run it elsewhere.
+StepFeatures = Callable[[Any, Rule, list[CompiledFeature], pa.Table], dict[str, pa.Table]]
 
 #: Drop actions that mean a column's values are not (all) what the source held.
 _LOSSY = {"omitted", "redacted", "hashed", "truncated", "unobserved"}
@@ -415,19 +419,24 @@ def apply_rule(
     file: str | None = None,
     seed: int | None = None,
     keep_columns: Sequence[str] = (),
+    step_features: StepFeatures | None = None,
 ) -> RuleRun:
     """Run `rule` over `card` and return its headlines, comparisons and warnings.
 
     `file` names the rule file in errors; `seed` overrides the rule's bootstrap seed;
     `keep_columns` are extra episode columns kept with the observations (for pairing
-    with other rules). Raises RuleError / ExpressionError for a rule that does not fit
+    with other rules); `step_features` computes the step features (default: in this
+    process; rollout_cards.scale runs the same kernels on Ray). Raises RuleError / ExpressionError for a rule that does not fit
     the card (unknown column, type error, k larger than the attempts, an interval
     method that cannot apply), always naming the file and the key.
     """
     plan = _plan(card, rule, file, seed, keep_columns)
     table = card.episodes(columns=plan.episode_columns)
     if plan.features:
-        computed = compute_features(features=plan.features, card=card, episodes=table)
+        if step_features is None:
+            computed = compute_features(features=plan.features, card=card, episodes=table)
+        else:
+            computed = step_features(card, rule, plan.features, table)
         table = attach_features(table, computed, plan.features)
     scored = _score(table, plan)
     agg = rule.aggregate

@@ -22,6 +22,8 @@ column of the same name wins; the episode's is then `episode.<name>`), e.g.
 
     compile_features(specs, steps_schema, episodes_schema=..) -> [CompiledFeature]
     compute_features(features=..., card=card, episodes=table) -> {name: (episode_id, value)}
+      = FeatureStream: partials(batch) per batch (the kernel), add, result — the pieces an
+        engine that reads the blocks elsewhere (rollout_cards.scale) calls
     attach_features(episodes, computed, features)   aligned columns, empty-step defaults
 """
 
@@ -43,10 +45,12 @@ from .expressions import Expression, parse_expression
 __all__ = [
     "MAX_LIST_ITEMS",
     "CompiledFeature",
+    "FeatureStream",
     "attach_features",
     "compile_features",
     "compute_features",
     "feature_schema",
+    "step_columns",
 ]
 
 #: Items a list or set feature may hold for one episode; more is a rule error.
@@ -706,6 +710,106 @@ class _EpisodeColumns:
         return pa.RecordBatch.from_pydict(columns)
 
 
+def step_columns(features: Sequence[CompiledFeature]) -> list[str]:
+    """The steps columns one pass computing `features` reads."""
+    return sorted({"episode_id"} | set().union(*(f.columns for f in features)))
+
+
+class FeatureStream:
+    """The features of a stream of step batches, in three pieces every engine calls:
+
+        stream = FeatureStream(features, episodes)
+        stream.add(stream.partials(batch))      # per batch, in the table's order
+        stream.result()                         # {feature: (episode_id, value)}
+
+    `partials(batch)` is the kernel (mask, per-run partial state); `add` keeps them and
+    compacts; `result` merges and aligns. An engine that runs `partials` elsewhere
+    (rollout_cards.scale) makes a stream with `numbered=False` on each side (episode ids,
+    not the episode rows of `_Positions`) and adds the partials in the table's order, so
+    that float sums are added in the order the local engine adds them.
+    """
+
+    def __init__(self, features: Sequence[CompiledFeature], episodes: pa.Table | None = None,
+                 *, numbered: bool = True):
+        self.features = list(features)
+        visible: dict[str, str] = {}
+        for f in self.features:
+            visible.update(f.episode_columns)
+        self.joiner = None
+        if visible:
+            if episodes is None:
+                raise ValueError("a feature reads episode columns: pass the episodes table")
+            self.joiner = _EpisodeColumns(episodes, visible)
+        self.parts: list[list[pa.Table]] = [[] for _ in self.features]
+        self.rows = [0] * len(self.features)
+        self.limits = [_COMPACT_ROWS] * len(self.features)
+        self.positions = _Positions(episodes.column("episode_id")) if episodes is not None and numbered else None
+        self.names = self.positions.ids if self.positions is not None else None
+        self.episode_ids = episodes.column("episode_id") if episodes is not None else None
+
+    def partials(self, batch: pa.RecordBatch) -> list[pa.Table | None]:
+        """Each feature's partial state per run of the batch (None: no step selected)."""
+        if batch.num_rows == 0:
+            return [None] * len(self.features)
+        if self.joiner is not None:
+            batch = self.joiner.add(batch)
+        if self.positions is not None:
+            numbered = self.positions.rows(batch)
+            if numbered is None:  # not in the episodes' order: back to ids
+                self.positions = None
+                self.parts = [[_with_ids(part, self.names) for part in parts] for parts in self.parts]
+            else:
+                batch = numbered
+        out: list[pa.Table | None] = []
+        selections: dict[Expression | None, _Selection] = {}
+        for feature in self.features:
+            selection = selections.get(feature.where)
+            if selection is None:
+                mask = None if feature.where is None else enc.evaluate_mask(feature.where, batch)
+                selection = _Selection(batch, None if mask is not None and mask.all() else mask)
+                selections[feature.where] = selection
+            if selection.empty:
+                out.append(None)
+                continue
+            try:
+                out.append(_selected_partial(feature, selection, self.names))
+            except ExpressionError:
+                raise
+            except pa.ArrowException as exc:
+                raise RuleError(
+                    f"cannot compute feature {feature.name!r}: {str(exc).splitlines()[0]}",
+                    file=feature.file,
+                    key=f"features.{feature.name}",
+                ) from None
+        return out
+
+    def add(self, partials: Sequence[pa.Table | None]) -> None:
+        """Keep one batch's partials (compacting past _COMPACT_ROWS rows)."""
+        for i, (feature, part) in enumerate(zip(self.features, partials, strict=True)):
+            if part is None:
+                continue
+            self.parts[i].append(part)
+            self.rows[i] += part.num_rows
+            if self.rows[i] > self.limits[i] and feature.agg not in _LISTS:
+                self.parts[i] = [_compact(feature, self.parts[i])]
+                self.rows[i] = self.parts[i][0].num_rows
+                # Grouped steps leave one partial per episode, which no merge reduces:
+                # compact again only once that many more partials came.
+                self.limits[i] = max(_COMPACT_ROWS, 2 * self.rows[i])
+
+    def result(self) -> dict[str, pa.Table]:
+        """Per feature, a table (episode_id, value) of episodes with a selected step."""
+        out: dict[str, pa.Table] = {}
+        for feature, feature_parts in zip(self.features, self.parts, strict=True):
+            if feature_parts:
+                out[feature.name] = _final(feature, feature_parts, self.episode_ids)
+            else:
+                out[feature.name] = pa.table(
+                    {"episode_id": pa.array([], pa.string()), feature.name: pa.array([], feature.type)}
+                )
+        return out
+
+
 def compute_features(
     batches: Iterable[pa.RecordBatch] | None = None,
     features: Sequence[CompiledFeature] = (),
@@ -725,77 +829,18 @@ def compute_features(
     features = list(features)
     if not features:
         return {}
-    visible: dict[str, str] = {}
-    for f in features:
-        visible.update(f.episode_columns)
-    joiner = None
-    if visible:
-        if episodes is None:
-            raise ValueError("a feature reads episode columns: pass the episodes table")
-        joiner = _EpisodeColumns(episodes, visible)
+    stream = FeatureStream(features, episodes)
     if batches is None:
         if card is None:
             raise ValueError("compute_features needs batches or a card")
-        columns = sorted({"episode_id"} | set().union(*(f.columns for f in features)))
         # Strings stay dictionary-encoded: `where` and `value` are evaluated per distinct
         # value (`_encoded`) and only the values a feature keeps are decoded.
         batches = card.iter_steps(  # type: ignore[attr-defined]
-            columns=columns, batch_size=batch_size, encoded=True
+            columns=step_columns(features), batch_size=batch_size, encoded=True
         )
-    parts: list[list[pa.Table]] = [[] for _ in features]
-    rows = [0] * len(features)
-    limits = [_COMPACT_ROWS] * len(features)
-    positions = _Positions(episodes.column("episode_id")) if episodes is not None else None
-    names = positions.ids if positions is not None else None
     for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        if joiner is not None:
-            batch = joiner.add(batch)
-        if positions is not None:
-            numbered = positions.rows(batch)
-            if numbered is None:  # not in the episodes' order: back to ids
-                positions = None
-                parts = [[_with_ids(part, names) for part in feature_parts] for feature_parts in parts]
-            else:
-                batch = numbered
-        selections: dict[Expression | None, _Selection] = {}
-        for i, feature in enumerate(features):
-            selection = selections.get(feature.where)
-            if selection is None:
-                mask = None if feature.where is None else enc.evaluate_mask(feature.where, batch)
-                selection = _Selection(batch, None if mask is not None and mask.all() else mask)
-                selections[feature.where] = selection
-            if selection.empty:
-                continue
-            try:
-                part = _selected_partial(feature, selection, names)
-            except ExpressionError:
-                raise
-            except pa.ArrowException as exc:
-                raise RuleError(
-                    f"cannot compute feature {feature.name!r}: {str(exc).splitlines()[0]}",
-                    file=feature.file,
-                    key=f"features.{feature.name}",
-                ) from None
-            parts[i].append(part)
-            rows[i] += part.num_rows
-            if rows[i] > limits[i] and feature.agg not in _LISTS:
-                parts[i] = [_compact(feature, parts[i])]
-                rows[i] = parts[i][0].num_rows
-                # Grouped steps leave one partial per episode, which no merge reduces:
-                # compact again only once that many more partials came.
-                limits[i] = max(_COMPACT_ROWS, 2 * rows[i])
-    episode_ids = episodes.column("episode_id") if episodes is not None else None
-    out: dict[str, pa.Table] = {}
-    for feature, feature_parts in zip(features, parts, strict=True):
-        if feature_parts:
-            out[feature.name] = _final(feature, feature_parts, episode_ids)
-        else:
-            out[feature.name] = pa.table(
-                {"episode_id": pa.array([], pa.string()), feature.name: pa.array([], feature.type)}
-            )
-    return out
+        stream.add(stream.partials(batch))
+    return stream.result()
 
 
 def _default(feature: CompiledFeature) -> pa.Scalar:

@@ -75,6 +75,32 @@ def _targets(
     return [by_id[a] for a in dict.fromkeys(against)]
 
 
+def _runs(card: Card, rules: list[tuple[Rule, str | None]], seed: int | None, keep: list[str],
+          engine: str, address: str | None) -> list[RuleRun]:
+    def each(step_features: Any = None) -> list[RuleRun]:
+        runs = []
+        for rule, file in rules:
+            with progress.task(f"rescore {rule.rule}"):
+                runs.append(apply_rule(card, rule, file=file, seed=seed, keep_columns=keep,
+                                       step_features=step_features))
+        return runs
+
+    if engine == "local":
+        return each()
+    if engine != "ray":
+        raise RuleError(f"unknown engine {engine!r}; use local or ray", key="engine")
+    from ..scale.ray_engine import (  # the optional extra, imported when asked for
+        RayEngine,
+        ray_session,
+    )
+
+    with ray_session(address):
+        steps = RayEngine(card)
+        runs = each(steps.features)
+        steps.finish()
+    return runs
+
+
 def rescore(
     card: Card | str | os.PathLike[str],
     rules: Iterable[RuleSource] | RuleSource | None = None,
@@ -83,6 +109,8 @@ def rescore(
     against: Sequence[str] | None = None,
     pair_on: Sequence[str] | None = None,
     adjust: str = "holm",
+    engine: str = "local",
+    address: str | None = None,
 ) -> RescoreReport:
     """Run the card's declared rules and the alternative `rules` (paths or `Rule`s).
 
@@ -91,7 +119,9 @@ def rescore(
     with (default: the rules of kind original, else every declared rule); `pair_on`
     names the columns rule-vs-rule differences pair on (default: the coarser of the two
     rules' units). `adjust` (holm, bh or none) adjusts the p-values of every
-    comparison the report prints, as one family. Raises RuleError (or ExpressionError)
+    comparison the report prints, as one family. `engine` "ray" computes step features on
+    Ray Data (the cluster at `address`, else a local Ray; `pip install 'rollout-cards[ray]'`)
+    with the same numbers as "local" (rollout_cards.scale). Raises RuleError (or ExpressionError)
     naming the file and key of a rule that cannot be read or applied, CardFormatError
     for an unreadable card.
     """
@@ -116,10 +146,7 @@ def rescore(
             )
         seen[rule.rule] = file or "<rule>"
     keep = sorted({*_keep_columns([r for r, _ in [*declared, *alternatives]]), *(pair_on or [])})
-    runs = []
-    for rule, file in [*declared, *alternatives]:
-        with progress.task(f"rescore {rule.rule}"):
-            runs.append(apply_rule(card, rule, file=file, seed=seed, keep_columns=keep))
+    runs = _runs(card, [*declared, *alternatives], seed, keep, engine, address)
     declared_runs, alternative_runs = runs[: len(declared)], runs[len(declared) :]
     targets = _targets(declared_runs, against)
     differences: list[RuleDifference] = []

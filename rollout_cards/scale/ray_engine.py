@@ -1,0 +1,308 @@
+"""The Ray engine: step features computed by Ray Data workers, block by block, with the kernels
+of the local engine; everything after the features runs on the driver as locally.
+
+    with ray_session(address) as session:
+        engine = RayEngine(card)          # starts hashing the steps parts on the workers
+        apply_rule(card, rule, step_features=engine.features)
+        engine.finish()                   # digests recorded; IntegrityError on a mismatch
+
+A block is one Parquet row group of the steps table. The driver lists the blocks (footers
+only) and hands Ray Data a dataset of block descriptors; `map_batches` reads each block on a
+worker through the card's pyarrow filesystem (projection pushed into the scan; the filter on
+decoded batches, under the local reader's decode budget and checks, `io.reader.BlockScan`),
+reduces each batch to per-episode partials (`FeatureStream.partials`) and returns them as
+Arrow IPC. The driver merges them in table order (`FeatureStream.add`, `.result`), so float sums are
+added in the order the local engine adds them: the local scan cuts batches at the same row
+groups, and the JSON of a rescore is identical field for field. What reaches the driver is
+one partial row per (episode, block) an episode touches, never the steps.
+
+A rule error raised on a worker comes back as data (its class, message and place) and is
+raised on the driver as that error; a task whose worker dies is re-run by Ray, and
+a job that still fails is one EngineError — never a partial result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from .. import errors
+from ..errors import DecodeLimitError, EngineError, RolloutCardError
+from ..io.decode import DECODE_FLOOR, DECODE_RATIO, DecodeBudget
+from ..io.hashing import sha256_stream
+from ..io.reader import BlockScan, Card
+from ..model.rule import Rule
+from ..rules.features import CompiledFeature, FeatureStream, compile_features, step_columns
+
+__all__ = ["EXTRA", "RayEngine", "import_ray", "ray_session"]
+
+#: What to install for this engine (named in the error when Ray is missing).
+EXTRA = "pip install 'rollout-cards[ray]'"
+#: Times Ray re-runs a hashing task whose worker died before the job fails (Ray Data's map
+#: tasks are re-run on worker failure by Ray Data's own policy).
+MAX_RETRIES = 3
+#: Rows of a batch of steps, as in the local engine (`features.compute_features`).
+BATCH_ROWS = 262_144
+#: Error attributes carried from a worker (the place an error names).
+_ATTRS = ("file", "key", "line", "expected", "actual", "expression", "column", "reason")
+
+
+def import_ray() -> Any:
+    """The `ray` module with Ray Data, or EngineError naming the extra to install."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as exc:
+        raise EngineError(
+            f"--engine ray needs Ray Data, which is not installed ({exc.name or exc}): {EXTRA}"
+        ) from None
+    return ray
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[Any]:
+    """A Ray session: the one already initialized in this process (left running), the cluster at
+    `address`, or a local one with this machine's cores (shut down on exit); quiet logs."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                               "logging_level": logging.ERROR}
+    try:
+        if address:
+            ray.init(address=address, **options)
+        else:
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, **options)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        raise EngineError(f"cannot start {where}: {str(exc).splitlines()[0][:200]}") from None
+    try:
+        quiet_data_context(ray)
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def quiet_data_context(ray: Any) -> None:
+    """Ray Data without progress bars; outputs in input order (merges go in table order)."""
+    for name in ("ray", "ray.data", "ray.data._internal"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    ctx = ray.data.DataContext.get_current()
+    for name, value in (("enable_progress_bars", False), ("print_on_execution_start", False),
+                        ("enable_operator_progress_bars", False)):
+        if hasattr(ctx, name):
+            setattr(ctx, name, value)
+    ctx.execution_options.preserve_order = True
+
+
+# ----------------------------------------------------------------------------- worker side
+
+#: Per worker process: the feature streams of the last job (their episode-column joiner is
+#: O(episodes) to build), by the job's key.
+_STREAMS: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every block task of one rule needs; pickled once into the task arguments."""
+
+    scan: BlockScan
+    features: dict[str, Any]  # the rule's Feature models, compiled on the worker
+    steps_schema: pa.Schema
+    episodes_schema: pa.Schema
+    file: str | None
+    rule: str
+    key: str  # one per job: which cached stream is this job's
+    episodes: Any = None  # ObjectRef of the episode columns features read, or None
+    batch_rows: int = BATCH_ROWS
+
+
+def _error_row(exc: RolloutCardError) -> dict[str, Any]:
+    attrs = {a: getattr(exc, a) for a in _ATTRS if isinstance(getattr(exc, a, None), str | int)}
+    return {"kind": type(exc).__name__, "message": str(exc), "attrs": json.dumps(attrs)}
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+_OUT = pa.schema([("block", pa.int64()), ("batch", pa.int64()), ("feature", pa.int64()),
+                  ("partial", pa.large_binary()), ("decoded", pa.int64()), ("kind", pa.string()),
+                  ("message", pa.string()), ("attrs", pa.string())])
+
+
+def _block_partials(descriptors: pa.Table, job: _Job) -> pa.Table:
+    """Ray Data map_batches function: block descriptors -> partial rows (or one error row)."""
+    import ray
+
+    if job.key not in _STREAMS:
+        features = compile_features(job.features, job.steps_schema, file=job.file,
+                                    episodes_schema=job.episodes_schema, rule=job.rule)
+        episodes = ray.get(job.episodes) if job.episodes is not None else None
+        _STREAMS.clear()
+        _STREAMS[job.key] = FeatureStream(features, episodes, numbered=False)
+    stream = _STREAMS[job.key]  # only its kernel is used here: `partials` keeps no state unnumbered
+    rows: dict[str, list[Any]] = {name: [] for name in _OUT.names}
+
+    def add(block: int, batch: int, feature: int, partial: bytes | None, decoded: int,
+            error: dict[str, Any] | None = None) -> None:
+        values = {"block": block, "batch": batch, "feature": feature, "partial": partial,
+                  "decoded": decoded, **(error or {"kind": None, "message": None, "attrs": None})}
+        for name, value in values.items():
+            rows[name].append(value)
+
+    for block, part, row_group in zip(*(descriptors.column(c).to_pylist()
+                                        for c in ("block", "part", "row_group")), strict=True):
+        budget = DecodeBudget(f"{job.scan.name}: the steps table", job.scan.stored)
+        try:
+            n = 0
+            for batch in job.scan.read_block(part, row_group, budget, job.batch_rows):
+                if batch.num_rows == 0:
+                    continue
+                for i, partial in enumerate(stream.partials(batch)):
+                    if partial is not None:
+                        add(block, n, i, _ipc(partial), 0)
+                n += 1
+            add(block, n, -1, None, budget.used)  # the block's end and its decoded bytes
+        except RolloutCardError as exc:
+            add(block, -1, -1, None, 0, _error_row(exc))
+    return pa.table(rows, schema=_OUT)
+
+
+def _hash_part(filesystem: pafs.FileSystem, path: str, limit: int) -> tuple[str, int]:
+    with filesystem.open_input_stream(path) as fh:
+        return sha256_stream(fh, limit=limit)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- driver side
+
+
+def _raise_remote(row: dict[str, Any]) -> None:
+    """Raise, on the driver, the error a worker returned as data (same class and message)."""
+    cls = getattr(errors, row["kind"], None)
+    if not (isinstance(cls, type) and issubclass(cls, RolloutCardError)):
+        cls = RolloutCardError
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, row["message"])
+    exc.__dict__.update(json.loads(row["attrs"] or "{}"))
+    raise exc
+
+
+@dataclass
+class RayEngine:
+    """The steps of `card` scanned on the Ray session of this process (see `ray_session`).
+
+    `stats` counts what the last jobs moved: blocks read and bytes of partials sent to the driver.
+    """
+
+    card: Card
+    stats: dict[str, int] = field(default_factory=lambda: {"blocks": 0, "bytes_to_driver": 0,
+                                                           "partial_rows": 0})
+
+    def __post_init__(self) -> None:
+        self.ray = import_ray()
+        fs, _ = self.card.source.filesystem()
+        if isinstance(fs, pafs.PyFileSystem):
+            raise EngineError(
+                f"{self.card.path}: the ray engine reads card directories and URIs its workers can open, "
+                f"not packed files; unpack it first (rcard unpack {self.card.path} -o DIR)")
+        self._hashes: dict[str, Any] = {}
+        if self.card.verify:
+            remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
+            scan = self.card.block_scan("steps", ["episode_id"])
+            listed = {f.path: f.bytes for f in self.card.manifest.inventory.files}
+            for rel, path in zip(scan.rels, scan.paths, strict=True):
+                if rel in listed:  # one byte more than listed: a longer file must not pass as its prefix
+                    self._hashes[rel] = remote.remote(scan.filesystem, path, listed[rel] + 1)
+
+    def finish(self) -> None:
+        """Record the workers' digests of the steps parts; IntegrityError on a mismatch."""
+        hashes, self._hashes = self._hashes, {}
+        for rel, ref in hashes.items():
+            digest, size = self._get(ref)
+            self.card.record_digest(rel, digest, size)
+
+    def _get(self, ref: Any) -> Any:
+        try:
+            return self.ray.get(ref)
+        except self.ray.exceptions.RayError as exc:
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: BaseException) -> EngineError:
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        return EngineError(
+            f"{self.card.path}: the Ray job failed, after retries ({first[:200]}); "
+            "no result was computed — rerun, or use --engine local")
+
+    def features(self, card: Card, rule: Rule, features: list[CompiledFeature],
+                 episodes: pa.Table) -> dict[str, pa.Table]:
+        """`features.compute_features(features, card=card, episodes=episodes)`, on Ray."""
+        ray = self.ray
+        blocks = card.block_scan("steps", step_columns(features), encoded=True)
+        descriptors = blocks.blocks()
+        visible = {c for f in features for c in f.episode_columns.values()}
+        ref = ray.put(episodes.select(["episode_id", *sorted(visible)])) if visible else None
+        job = _Job(blocks, dict(rule.features or {}), card.schema("steps"), card.schema("episodes"),
+                   features[0].file, rule.rule, os.urandom(8).hex(), ref)
+        items = pa.table({"block": list(range(len(descriptors))),
+                          "part": [p for p, _ in descriptors], "row_group": [g for _, g in descriptors]})
+        merge = FeatureStream(features, episodes, numbered=False)
+        budget = DecodeBudget(f"{card.path}: the steps table", blocks.stored)
+        self.stats["blocks"] += len(descriptors)
+        self.stats["_expected"] = len(descriptors)
+        if descriptors:
+            dataset = ray.data.from_arrow(items).repartition(len(descriptors)).map_batches(
+                _block_partials, fn_kwargs={"job": job}, batch_format="pyarrow", batch_size=None)
+            try:
+                self._merge(dataset, merge, budget)
+            except ray.exceptions.RayError as exc:
+                raise self._failed(exc) from None
+        return merge.result()
+
+    def _merge(self, dataset: Any, merge: FeatureStream, budget: DecodeBudget) -> None:
+        """Feed partials to `merge` in (block, batch) order, whatever order blocks arrive in."""
+        rows: dict[int, list[dict[str, Any]]] = {}
+        done: set[int] = set()
+        at = 0  # the next block to merge
+        for out in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
+            for row in out.to_pylist():
+                if row["kind"] is not None:
+                    self.finish()  # a changed file is named as such, not as undecodable
+                    _raise_remote(row)
+                if row["feature"] == -1:  # the end of a block, with its decoded bytes
+                    done.add(row["block"])
+                    budget.used += row["decoded"]
+                    if budget.used > budget.limit:
+                        raise DecodeLimitError(
+                            f"{budget.name} decodes to more than {budget.limit:,} bytes of text "
+                            f"({DECODE_RATIO:,} times its stored bytes, plus {DECODE_FLOOR:,}) summed "
+                            "over its blocks: a decompression bomb; regenerate the file")
+                else:
+                    rows.setdefault(row["block"], []).append(row)
+            while at in done:
+                self._merge_block(rows.pop(at, []), merge)
+                at += 1
+        if rows or at != self.stats["_expected"]:
+            raise EngineError("the Ray job returned fewer blocks than it was given; no result was computed")
+
+    def _merge_block(self, rows: list[dict[str, Any]], merge: FeatureStream) -> None:
+        batches: dict[int, list[pa.Table | None]] = {}
+        for row in rows:
+            self.stats["bytes_to_driver"] += len(row["partial"])
+            partial = pa.ipc.open_stream(row["partial"]).read_all()
+            self.stats["partial_rows"] += partial.num_rows
+            batches.setdefault(row["batch"], [None] * len(merge.features))[row["feature"]] = partial
+        for n in sorted(batches):
+            merge.add(batches[n])
