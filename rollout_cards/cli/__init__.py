@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, NoReturn
 
 import typer
@@ -83,6 +84,27 @@ def fail(message: str, code: int = EXIT_INVALID) -> NoReturn:
     """Print `message` (control characters escaped) to stderr and exit with `code`."""
     typer.echo(f"rcard: {printable(message)}", err=True)
     raise typer.Exit(code)
+
+
+class Engine(StrEnum):
+    """--engine of rescore and validate (rollout_cards.scale)."""
+
+    local = "local"
+    ray = "ray"
+
+
+ENGINE_HELP = "Where tables are scanned: this process, or Ray Data (pip install 'rollout-cards[ray]', docs/scale.md); same results."
+ADDRESS_HELP = "With --engine ray: the Ray cluster to use (default: start a local one)."
+
+
+def paths_or_uris(values: list[str] | str) -> list[str] | str:
+    """Typer callback: each value is an existing local path or a URI (scheme://, read by pyarrow)."""
+    from ..io.fs_source import is_uri
+
+    for value in [values] if isinstance(values, str) else values:
+        if not is_uri(value) and not os.path.lexists(value):
+            raise typer.BadParameter(f"Path '{value}' does not exist.")
+    return values
 
 
 def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

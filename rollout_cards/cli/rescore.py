@@ -9,18 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from . import app, run
+from . import ADDRESS_HELP, ENGINE_HELP, Engine, app, paths_or_uris, run
 
 
 class Adjustment(StrEnum):
     holm = "holm"
     bh = "bh"
     none = "none"
-
-
-class Engine(StrEnum):
-    local = "local"
-    ray = "ray"
 
 
 class RescoreFormat(StrEnum):
@@ -32,7 +27,7 @@ class RescoreFormat(StrEnum):
 
 @app.command()
 def rescore(
-    card: Annotated[Path, typer.Argument(help="Card directory or packed .rcard file.")],
+    card: Annotated[str, typer.Argument(callback=paths_or_uris, help="Card directory, packed .rcard file or card URI (s3://, gs://, file://).")],
     rule: Annotated[
         list[Path] | None,
         typer.Option(
@@ -63,10 +58,10 @@ def rescore(
         bool, typer.Option("--no-verify-digests", help="Read the tables without checking them against the inventory.")
     ] = False,
     engine: Annotated[
-        Engine, typer.Option("--engine", help="Where step features are computed: this process, or Ray Data (pip install 'rollout-cards[ray]'); same numbers.")
+        Engine, typer.Option("--engine", help=ENGINE_HELP)
     ] = Engine.local,
     address: Annotated[
-        str | None, typer.Option("--address", help="With --engine ray: the Ray cluster to use (default: start a local one).")
+        str | None, typer.Option("--address", help=ADDRESS_HELP)
     ] = None,
 ) -> None:
     """Replay the card's rules and alternative rules on the same episodes: headlines per
@@ -113,7 +108,7 @@ def rules(
     typer.echo(render_library(entries, format.value), nl=False)
 
 
-def _rescore(path: Path, rules: list[Path], verify: bool, **options: Any):
+def _rescore(path: str, rules: list[Path], verify: bool, **options: Any):
     from ..errors import RuleError
     from ..io.reader import open_card
     from ..rules.rescore import rescore as rescore_card

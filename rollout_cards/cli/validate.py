@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from . import EXIT_INTERNAL, app, fail, run
+from . import ADDRESS_HELP, ENGINE_HELP, EXIT_INTERNAL, Engine, app, fail, paths_or_uris, run
 
 
 class ReportFormat(StrEnum):
@@ -21,7 +22,9 @@ class ReportFormat(StrEnum):
 @app.command()
 def validate(
     cards: Annotated[
-        list[Path], typer.Argument(exists=True, help="Card directories or packed .rcard files (one or more).")
+        list[str],
+        typer.Argument(callback=paths_or_uris,
+                       help="Card directories, packed .rcard files or card URIs (s3://, gs://, file://); one or more."),
     ],
     format: Annotated[ReportFormat, typer.Option("--format", "-f", help="Report format.")] = ReportFormat.text,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings make the card invalid.")] = False,
@@ -39,6 +42,8 @@ def validate(
         list[str] | None,
         typer.Option("--ignore", help="Leave findings of this code out of the verdict (listed as ignored); repeatable."),
     ] = None,
+    engine: Annotated[Engine, typer.Option("--engine", help=ENGINE_HELP)] = Engine.local,
+    address: Annotated[str | None, typer.Option("--address", help=ADDRESS_HELP)] = None,
 ) -> None:
     """Check a card: layout, manifest, integrity, tables, plan coverage, drops and rules.
 
@@ -56,17 +61,25 @@ def validate(
         render_markdown,
     )
 
+    if address and engine is not Engine.ray:
+        fail("--address names a Ray cluster: use it with --engine ray", EXIT_INTERNAL)
     if pubkey is not None and signature is not None and len(cards) > 1:
         fail("--signature names one file; with several cards each uses CARD.sig", EXIT_INTERNAL)
-    reports = []
-    for card in cards:
-        report = run(validate_card, card, replay=not no_replay, max_findings=max_findings, strict=strict,
-                     public_key=pubkey, signature=signature)
-        try:
-            reports.append(ignore_codes(report, ignore or ()))
-        except KeyError as exc:
-            fail(f"--ignore: unknown finding code {exc.args[0]} (the codes are listed in docs/validation.md)",
-                 EXIT_INTERNAL)
+    with contextlib.ExitStack() as stack:
+        if engine is Engine.ray and len(cards) > 1:  # one Ray session for every card
+            from ..scale.ray_engine import ray_session
+
+            run(stack.enter_context, ray_session(address))
+        reports = []
+        for card in cards:
+            report = run(validate_card, card, replay=not no_replay, max_findings=max_findings, strict=strict,
+                         public_key=pubkey, signature=signature, engine=engine.value, address=address)
+            try:
+                reports.append(ignore_codes(report, ignore or ()))
+            except KeyError as exc:
+                fail(f"--ignore: unknown finding code {exc.args[0]} (the codes are listed in docs/validation.md)",
+                     EXIT_INTERNAL)
+
     if format is ReportFormat.json:
         text = render_json_many(reports)
     elif format is ReportFormat.github:

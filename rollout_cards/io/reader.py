@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = ["BlockScan", "Card", "CardSource", "DirectorySource", "Entry", "open_card", "safe_relative"]
 
+if TYPE_CHECKING:
+    from .fs_source import FileSystemSource
+
 Filter = pc.Expression | str | None
 
 
@@ -524,13 +527,23 @@ class Card:
         return self._verifier.check_bytes(rel, data) if self._verifier is not None else data
 
 
-def open_card(path: str | os.PathLike[str], *, verify: bool = True) -> Card:
-    """Open a card directory or a packed `.rcard` file; only card.json is read now.
+def open_card(path: str | os.PathLike[str] | FileSystemSource, *, verify: bool = True) -> Card:
+    """Open a card directory, a packed `.rcard` file, or a card at a URI (`s3://...`, `gs://...`,
+    `file://...`) or on any pyarrow filesystem (a `FileSystemSource`, `io.fs_source`); only
+    card.json is read now.
 
     With `verify` (the default) every file later read is checked against card.json's
     inventory first (see `Card`); `verify=False` is the explicit opt-out.
     """
-    root = Path(path)
+    from .fs_source import FileSystemSource, card_location
+
+    location = path if isinstance(path, FileSystemSource) else card_location(path)
+    if not isinstance(location, Path):
+        if not location.is_card():
+            raise CardFormatError(f"{location.name}: no card.json there (not a card, or it does not exist)")
+        data = location.read_bytes("card.json", limit=MAX_MANIFEST_BYTES)
+        return Card(location, parse_manifest(data, f"{location.name}/card.json"), verify=verify)
+    root = location
     if root.is_dir():
         source: CardSource = DirectorySource(root)
     elif root.is_file() or root.exists():  # a FIFO or device: the archive source refuses it, without blocking

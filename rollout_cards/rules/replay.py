@@ -84,11 +84,11 @@ def _find(run: RuleRun, entry: Reported) -> GroupResult | None:
     return None
 
 
-def replay_rule(card: Any, rule: Rule, *, file: str | None = None) -> list[ReplayCheck]:
+def replay_rule(card: Any, rule: Rule, *, file: str | None = None, step_features: Any = None) -> list[ReplayCheck]:
     """Recompute the `reported` numbers of one rule (RuleError if it cannot be applied)."""
     if not rule.reported:
         return []
-    return check_reported(rule, apply_rule(card, rule, file=file), file=file)
+    return check_reported(rule, apply_rule(card, rule, file=file, step_features=step_features), file=file)
 
 
 def check_reported(rule: Rule, run: RuleRun, *, file: str | None = None) -> list[ReplayCheck]:

@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ from ..io.reader import BlockScan, Card
 from ..model.rule import Rule
 from ..rules.features import CompiledFeature, FeatureStream, compile_features, step_columns
 
-__all__ = ["EXTRA", "RayEngine", "import_ray", "ray_session"]
+__all__ = ["EXTRA", "RayChecks", "RayEngine", "import_ray", "ray_session"]
 
 #: What to install for this engine (named in the error when Ray is missing).
 EXTRA = "pip install 'rollout-cards[ray]'"
@@ -181,12 +182,28 @@ def _block_partials(descriptors: pa.Table, job: _Job) -> pa.Table:
     return pa.table(rows, schema=_OUT)
 
 
-def _hash_part(filesystem: pafs.FileSystem, path: str, limit: int) -> tuple[str, int]:
+def _hash_part(filesystem: pafs.FileSystem, path: str, limit: int | None) -> tuple[str, int]:
     with filesystem.open_input_stream(path) as fh:
         return sha256_stream(fh, limit=limit)  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- driver side
+
+
+def _worker_filesystem(source: Any) -> tuple[pafs.FileSystem, str]:
+    """The source's filesystem, if workers can open it (not a packed file's memory map)."""
+    fs, base = source.filesystem()
+    if isinstance(fs, pafs.PyFileSystem):
+        raise EngineError(
+            f"{source.name}: the ray engine reads card directories and URIs its workers can open, "
+            f"not packed files; unpack it first (rcard unpack {source.name} -o DIR)")
+    return fs, base
+
+
+def _failed(name: str, exc: BaseException) -> EngineError:
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return EngineError(f"{name}: the Ray job failed, after retries ({first[:200]}); "
+                       "no result was computed — rerun, or use --engine local")
 
 
 def _raise_remote(row: dict[str, Any]) -> None:
@@ -204,20 +221,17 @@ def _raise_remote(row: dict[str, Any]) -> None:
 class RayEngine:
     """The steps of `card` scanned on the Ray session of this process (see `ray_session`).
 
-    `stats` counts what the last jobs moved: blocks read and bytes of partials sent to the driver.
+    `stats` counts what its jobs moved: blocks read, bytes and rows of partials sent to the
+    driver, and the driver's seconds spent decoding and merging them (benchmarks/bench_scale.py).
     """
 
     card: Card
-    stats: dict[str, int] = field(default_factory=lambda: {"blocks": 0, "bytes_to_driver": 0,
-                                                           "partial_rows": 0})
+    stats: dict[str, float] = field(default_factory=lambda: {"blocks": 0, "bytes_to_driver": 0,
+                                                             "partial_rows": 0, "merge_seconds": 0.0})
 
     def __post_init__(self) -> None:
         self.ray = import_ray()
-        fs, _ = self.card.source.filesystem()
-        if isinstance(fs, pafs.PyFileSystem):
-            raise EngineError(
-                f"{self.card.path}: the ray engine reads card directories and URIs its workers can open, "
-                f"not packed files; unpack it first (rcard unpack {self.card.path} -o DIR)")
+        _worker_filesystem(self.card.source)
         self._hashes: dict[str, Any] = {}
         if self.card.verify:
             remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
@@ -241,10 +255,7 @@ class RayEngine:
             raise self._failed(exc) from None
 
     def _failed(self, exc: BaseException) -> EngineError:
-        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        return EngineError(
-            f"{self.card.path}: the Ray job failed, after retries ({first[:200]}); "
-            "no result was computed — rerun, or use --engine local")
+        return _failed(self.card.path, exc)
 
     def features(self, card: Card, rule: Rule, features: list[CompiledFeature],
                  episodes: pa.Table) -> dict[str, pa.Table]:
@@ -261,7 +272,7 @@ class RayEngine:
         merge = FeatureStream(features, episodes, numbered=False)
         budget = DecodeBudget(f"{card.path}: the steps table", blocks.stored)
         self.stats["blocks"] += len(descriptors)
-        self.stats["_expected"] = len(descriptors)
+        self._expected = len(descriptors)
         if descriptors:
             dataset = ray.data.from_arrow(items).repartition(len(descriptors)).map_batches(
                 _block_partials, fn_kwargs={"job": job}, batch_format="pyarrow", batch_size=None)
@@ -294,10 +305,11 @@ class RayEngine:
             while at in done:
                 self._merge_block(rows.pop(at, []), merge)
                 at += 1
-        if rows or at != self.stats["_expected"]:
+        if rows or at != self._expected:
             raise EngineError("the Ray job returned fewer blocks than it was given; no result was computed")
 
     def _merge_block(self, rows: list[dict[str, Any]], merge: FeatureStream) -> None:
+        started = time.perf_counter()
         batches: dict[int, list[pa.Table | None]] = {}
         for row in rows:
             self.stats["bytes_to_driver"] += len(row["partial"])
@@ -306,3 +318,26 @@ class RayEngine:
             batches.setdefault(row["batch"], [None] * len(merge.features))[row["feature"]] = partial
         for n in sorted(batches):
             merge.add(batches[n])
+        self.stats["merge_seconds"] += time.perf_counter() - started
+
+
+class RayChecks:
+    """The validator's hooks on Ray (`validate.context.CheckContext.engine`): every listed file
+    hashed by a task on a worker, and replay's step features by `RayEngine`."""
+
+    def __init__(self, source: Any):
+        self.ray = import_ray()
+        self.source = source
+        self.fs, self.base = _worker_filesystem(source)
+
+    def hash_files(self, rels: list[str]) -> dict[str, tuple[str, int]]:
+        """{rel: (sha256, bytes)} of whole files (the validator's digests are not size-capped)."""
+        remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
+        refs = [remote.remote(self.fs, f"{self.base}/{rel}", None) for rel in rels]
+        try:
+            return dict(zip(rels, self.ray.get(refs), strict=True))
+        except self.ray.exceptions.RayError as exc:
+            raise _failed(self.source.name, exc) from None
+
+    def step_features(self, card: Card) -> Any:
+        return RayEngine(card).features

@@ -15,9 +15,11 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from .. import progress
-from ..errors import CardFormatError, UnsafeArchiveError
+from ..errors import CardFormatError, RuleError, UnsafeArchiveError
+from ..io.fs_source import card_location, is_uri
 from ..io.reader import CardSource, DirectorySource
 from . import coverage, inventory, layout, manifest, parquet, rules, semantics, signature
 from .context import CheckContext, SkipCheck
@@ -80,8 +82,13 @@ def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> Chec
 def _source(card: str | os.PathLike[str] | CardSource) -> tuple[CardSource, bool]:
     """The source to validate and whether we opened it (and must close it)."""
     if not isinstance(card, (str, os.PathLike)):
-        return card, False
-    path = Path(card)
+        return card, False  # any CardSource, e.g. io.fs_source.FileSystemSource
+    location = card_location(card)
+    if not isinstance(location, Path):
+        if not location.is_card() and not any(True for _ in location.entries()):
+            raise CardFormatError(f"{location.name} does not exist")
+        return location, False
+    path = location
     if path.is_dir():
         return DirectorySource(path), False
     if not path.exists():
@@ -103,21 +110,27 @@ def validate(
     strict: bool = False,
     public_key: str | os.PathLike[str] | None = None,
     signature: str | os.PathLike[str] | None = None,
+    engine: str = "local",
+    address: str | None = None,
 ) -> Report:
     """Validate a card directory, a packed card file, or any `CardSource`; never raises for a bad card.
 
     `replay` recomputes rules' reported numbers (when the rule engine is available);
     `max_findings` lists at most that many findings per code (the rest are counted);
     `strict` makes warnings invalidate the card; `public_key` also verifies the detached
-    `signature` (default `<card>.sig`). Raises CardFormatError only when
-    `card` does not exist or cannot be opened as a card at all.
+    `signature` (default `<card>.sig`). `engine` "ray" hashes the files and replays the rules'
+    step features on Ray (the cluster at `address`, else a local Ray), with the same findings.
+    Raises CardFormatError only when `card` does not exist or cannot be opened as a card at
+    all; EngineError when the engine cannot run.
     """
+    if engine not in ("local", "ray"):
+        raise RuleError(f"unknown engine {engine!r}; use local or ray", key="engine")
     if max_findings is not None and max_findings < 1:
         raise ValueError("max_findings must be at least 1")
     try:
         source, opened = _source(card)
     except (UnsafeArchiveError, CardFormatError) as exc:
-        if isinstance(card, (str, os.PathLike)) and not Path(card).exists():
+        if isinstance(card, (str, os.PathLike)) and (is_uri(os.fspath(card)) or not Path(card).exists()):
             raise
         # Even a package that cannot be opened at all gets a report (JSON consumers rely on one).
         findings = Findings(max_findings)
@@ -128,8 +141,14 @@ def validate(
         return build_report(str(card), findings, [run, *skipped], card_id=None, strict=strict,
                             max_findings=max_findings)
     try:
-        return _validate(source, replay=replay, max_findings=max_findings, strict=strict,
-                         public_key=public_key, signature=signature)
+        if engine == "local":
+            return _validate(source, replay=replay, max_findings=max_findings, strict=strict,
+                             public_key=public_key, signature=signature)
+        from ..scale.ray_engine import RayChecks, ray_session  # the optional extra, when asked for
+
+        with ray_session(address):
+            return _validate(source, replay=replay, max_findings=max_findings, strict=strict,
+                             public_key=public_key, signature=signature, engine=RayChecks(source))
     finally:
         if opened:
             close = getattr(source, "close", None)
@@ -145,11 +164,13 @@ def _validate(
     strict: bool,
     public_key: str | os.PathLike[str] | None = None,
     signature: str | os.PathLike[str] | None = None,
+    engine: Any = None,
 ) -> Report:
     findings = Findings(max_findings)
     ctx = CheckContext(
         source=source,
         replay=replay,
+        engine=engine,
         public_key=None if public_key is None else str(public_key),
         signature=None if signature is None else str(signature),
     )

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ..io.hashing import sha256_stream
 from ..io.reader import CardSource, Entry
 from ..model.card import CardManifest, FileEntry, Tables
 from .report import Findings
@@ -95,6 +96,9 @@ class CheckContext:
     table_state: dict[str, TableState] = field(default_factory=dict)
     #: Facts one semantic check leaves for another (episode ids, row counts).
     facts: dict[str, Any] = field(default_factory=dict)
+    #: Another engine's hooks (rollout_cards.scale.ray_engine.RayChecks): `hash_files(rels)` ->
+    #: {rel: (sha256, bytes)} and `step_features(card)` for replay; None: all in this process.
+    engine: Any = None
     _filesystem: tuple[pafs.FileSystem, str] | None = None
 
     @property
@@ -121,6 +125,17 @@ class CheckContext:
         if self._filesystem is None:
             self._filesystem = self.source.filesystem()
         return self._filesystem
+
+    def hash_files(self, rels: list[str]) -> Iterator[tuple[str, str]]:
+        """(rel, sha256) of each file, streamed here or by the engine's workers, in order."""
+        if self.engine is not None:
+            digests = self.engine.hash_files(rels)
+            for rel in rels:
+                yield rel, digests[rel][0]
+            return
+        for rel in rels:
+            with self.source.open_binary(rel) as fh:
+                yield rel, sha256_stream(fh, label=rel, size=self.entries[rel].size if rel in self.entries else None)[0]
 
     def open_table_file(self, rel: str) -> pa.NativeFile:
         """A random-access pyarrow file of a table part that the layout check found safe to read."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ..io.hashing import root_digest, sha256_stream
+from ..io.hashing import root_digest
 from ..io.staging import STAGING_DIR
 from .context import CheckContext
 from .layout import MANIFEST
@@ -85,16 +85,15 @@ def check_digests(ctx: CheckContext) -> None:
         ctx.skip("card.json has no readable inventory")
     f = ctx.findings
     index = _inventory_index(ctx)
-    for entry in ctx.inventory:
-        if entry.path not in ctx.hashable:
-            continue  # absent or not a regular file: reported by check_files / the layout check
+    # absent or not a regular file: reported by check_files / the layout check
+    entries = [entry for entry in ctx.inventory if entry.path in ctx.hashable]
+    digests = ctx.hash_files([entry.path for entry in entries])
+    for entry, (_, digest) in zip(entries, digests, strict=True):
         pointer = f"/inventory/files/{index.get(entry.path, 0)}"
         size = ctx.entries[entry.path].size
         if size != entry.bytes:
             f.add("file-size-mismatch", f"is {size:,} bytes, the inventory says {entry.bytes:,}; the file was "
                   "changed or truncated: restore it or update the inventory", file=entry.path)
-        with ctx.source.open_binary(entry.path) as fh:
-            digest, _ = sha256_stream(fh, label=entry.path, size=size)
         if digest != entry.sha256:
             f.add("file-digest-mismatch", f"sha256 is {digest[:12]}…, the inventory says {entry.sha256[:12]}… "
                   f"(card.json#{pointer}); the file was changed: restore it or update the inventory",

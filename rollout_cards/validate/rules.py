@@ -127,7 +127,8 @@ def check_replay(ctx: CheckContext) -> None:
         try:
             from ..rules.replay import replay_rule
 
-            checks = replay_rule(card, rule, file=path)
+            checks = replay_rule(card, rule, file=path,
+                                 step_features=ctx.engine.step_features(card) if ctx.engine else None)
         except RuleError as exc:
             f.add("rule-invalid", _rule_problem(exc), file=path)
             continue

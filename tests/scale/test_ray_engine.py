@@ -201,3 +201,54 @@ def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, 
     print(f"killed worker {killed[0]}; the job {'finished with the local numbers' if ray else 'failed with one EngineError'}")
     if ray is not None:
         assert ray == local
+
+
+# ------------------------------------------------------------------------------ validate on Ray
+
+#: Packages of the hostile corpus whose codes come from what Ray computes (digests, replay) or
+#: from the table scans, plus a clean one.
+VALIDATE_PACKAGES = ["file-digest-mismatch", "file-size-mismatch", "reported-mismatch",
+                     "step-seq-not-contiguous", "parquet-unreadable"]
+
+
+def _findings(report):
+    return [f.model_dump(mode="json") for f in report.findings]
+
+
+def test_validate_on_ray_gives_the_local_findings(ray_session, tmp_path_factory):
+    import sys
+
+    from rollout_cards.validate import validate
+
+    sys.path.insert(0, str(REPO / "fixtures"))
+    import bad_cards
+
+    root = tmp_path_factory.mktemp("corpus") / "bad"
+    expected = bad_cards.build(root, runtime=True)["packages"]
+    for name in VALIDATE_PACKAGES:
+        local = validate(root / name)
+        ray = validate(root / name, engine="ray")
+        assert sorted(ray.codes()) == sorted(local.codes()) and ray.codes(), name
+        assert _findings(ray) == _findings(local), name
+        assert not ray.valid and expected[name]["codes"]
+    clean = validate(FIXTURE_CARDS / "synthetic", engine="ray")
+    assert clean.valid and _findings(clean) == _findings(validate(FIXTURE_CARDS / "synthetic"))
+    result = CliRunner().invoke(app, ["validate", str(root / "file-digest-mismatch"), "--engine", "ray", "-f", "json"])
+    assert result.exit_code == 1 and "file-digest-mismatch" in result.stdout
+
+
+# ------------------------------------------------------------------------------ cards by URI
+
+
+def test_cards_by_uri_and_on_other_filesystems_score_the_same_on_ray(ray_session, synthetic_in_blocks, feature_rules):
+    import pyarrow.fs as pafs
+
+    from rollout_cards.io.fs_source import FileSystemSource
+
+    path = Path(synthetic_in_blocks.path)
+    local = render(rescore(synthetic_in_blocks, feature_rules), "json")
+    by_uri = rc.open(path.as_uri())
+    subtree = FileSystemSource(pafs.SubTreeFileSystem(str(path.parent), pafs.LocalFileSystem()), path.name,
+                               name=str(path))
+    assert render(rescore(by_uri, feature_rules, engine="ray"), "json") == local
+    assert render(rescore(rc.open(subtree), feature_rules, engine="ray"), "json") == local

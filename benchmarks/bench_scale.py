@@ -1,0 +1,141 @@
+"""The Ray engine against the local engine on the rescore benchmark card (bench_rescore.py's
+generator: n episodes, 20n steps, 64k-step row groups), with 1 and 2 Ray worker CPUs.
+
+    pip install -e '.[ray]'
+    python benchmarks/bench_scale.py                           # 250k and 1M episodes (5M / 20M steps)
+    python benchmarks/bench_scale.py --sizes 100000 --repeat 3 # a quicker run
+
+For each size and rule (`count`: a count feature; `regex`: a `last` feature over message text)
+it prints the median time of the rule (digests checked, as `rcard rescore` does) per engine,
+the Ray engine's ratio to the local one, the one-off Ray start-up, peak RSS of the driver and
+of the busiest Ray worker, and what travelled to the driver (partial rows and bytes) — then
+the per-block throughput the projection in docs/scale.md starts from. Every run's results
+(value, interval, n per agent) are checked equal to the local engine's before any time counts.
+Each engine runs in a fresh interpreter (peak RSS via getrusage; workers via /proc VmHWM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import peak_rss_mb, row, run_child  # noqa: E402
+from benchmarks.bench_rescore import RULES, STEPS_PER_EPISODE, generate  # noqa: E402
+
+SCRIPT = Path(__file__).resolve()
+RULE_NAMES = ("count", "regex")
+
+
+def _results(run) -> dict[str, list[float]]:  # noqa: ANN001
+    return {r.group["agent"]: [r.value, r.interval.low, r.interval.high, r.n] for r in run.results}
+
+
+def _worker_peaks_mb() -> list[float]:
+    """Peak RSS (VmHWM) of every live Ray worker process, in MiB."""
+    peaks = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            if not cmd.startswith(b"ray::"):
+                continue
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peaks.append(int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return peaks
+
+
+def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> None:
+    import rollout_cards as rc
+    from rollout_cards.rules.engine import apply_rule
+    from rollout_cards.rules.loader import parse_rule
+
+    path = generate(n)
+    if engine == "gen":
+        print(json.dumps({"path": str(path)}))
+        return
+    rule = parse_rule(RULES[rule_name], file="bench.yaml")
+    times, out, stats, startup = [], None, {}, 0.0
+    if engine == "ray":
+        import ray
+
+        from rollout_cards.scale.ray_engine import RayEngine, quiet_data_context
+
+        t0 = time.perf_counter()
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        quiet_data_context(ray)
+        startup = time.perf_counter() - t0
+    for _ in range(repeat):
+        card = rc.open(path)
+        t0 = time.perf_counter()
+        if engine == "ray":
+            steps = RayEngine(card)
+            run = apply_rule(card, rule, step_features=steps.features)
+            steps.finish()
+            stats = steps.stats
+        else:
+            run = apply_rule(card, rule)
+        card.verify_all()
+        times.append(time.perf_counter() - t0)
+        out = _results(run)
+    workers_mb = _worker_peaks_mb() if engine == "ray" else []
+    print(json.dumps({"times": times, "startup": startup, "rss": peak_rss_mb(), "results": out,
+                      "worker_rss_max": max(workers_mb, default=0.0), "workers_seen": len(workers_mb),
+                      "stats": stats}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 1_000_000])
+    ap.add_argument("--only", nargs="+", choices=RULE_NAMES, default=list(RULE_NAMES))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", nargs=5, metavar=("ENGINE", "N", "RULE", "WORKERS", "REPEAT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        engine, n, rule, workers, repeat = args.child
+        child(engine, int(n), rule, int(workers), int(repeat))
+        return
+    print(f"bench_scale: {os.cpu_count()} cores; the machine is shared with other engineers' jobs "
+          f"(load average {os.getloadavg()[0]:.1f}), so read ratios and medians, not absolute times.")
+    for n in args.sizes:
+        run_child(SCRIPT, "gen", str(n), "count", "1", "1")  # cached; in a child, so no RSS is inherited
+        steps = n * STEPS_PER_EPISODE
+        for rule in args.only:
+            print(f"\n{n:,} episodes, {steps:,} steps — rule {rule} (median of {args.repeat}; digests checked)")
+            print(row("engine", "time s", "vs local", "first run s", "driver MiB", "worker MiB",
+                      widths=(30, 10, 10, 12, 12, 12)))
+            local = run_child(SCRIPT, "local", str(n), rule, "1", str(args.repeat))
+            base = statistics.median(local["times"])
+            print(row("local (1 process)", f"{base:.2f}", "1.00", f"{local['times'][0]:.2f}", f"{local['rss']:.0f}",
+                      "-", widths=(30, 10, 10, 12, 12, 12)))
+            for workers in (1, 2):
+                got = run_child(SCRIPT, "ray", str(n), rule, str(workers), str(args.repeat))
+                if got["results"] != local["results"]:
+                    raise SystemExit(f"ray ({workers} workers) differs from local: {got['results']} vs {local['results']}")
+                t = statistics.median(got["times"])
+                s = got["stats"]
+                print(row(f"ray, {workers} worker CPU(s)", f"{t:.2f}", f"{t / base:.2f}", f"{got['times'][0]:.2f}",
+                          f"{got['rss']:.0f}", f"{got['worker_rss_max']:.0f}", widths=(30, 10, 10, 12, 12, 12)))
+                per_run = {k: v / args.repeat for k, v in s.items()}
+                print(f"    start-up {got['startup']:.1f} s (once per session); {per_run['blocks']:.0f} blocks; "
+                      f"to the driver per run: {per_run['partial_rows']:,.0f} partial rows, "
+                      f"{per_run['bytes_to_driver'] / 2**20:.1f} MiB ({per_run['bytes_to_driver'] / steps:.2f} B/step); "
+                      f"driver merge {per_run['merge_seconds']:.2f} s; "
+                      f"throughput {steps / t / workers / 1e6:.2f} M steps/s per worker CPU")
+                print(json.dumps({"n": n, "rule": rule, "workers": workers, "local_s": base, "ray_s": t,
+                                  "startup_s": got["startup"], "driver_mib": got["rss"], "local_mib": local["rss"],
+                                  "worker_mib": got["worker_rss_max"], **per_run}))
+
+
+if __name__ == "__main__":
+    main()
