@@ -31,6 +31,17 @@ from benchmarks.bench_rescore import RULES, STEPS_PER_EPISODE, generate  # noqa:
 
 SCRIPT = Path(__file__).resolve()
 RULE_NAMES = ("count", "regex")
+#: The count rule without its step feature: what the driver does per episode on either engine
+#: (read the episodes, score, reduce, interval) — the driver-side term of the projection.
+DRIVER_ONLY = """\
+rule: bench.episodes_only
+score: "score.ok"
+on_status: {error: 0, timeout: exclude, limit: 0}
+aggregate:
+  group_by: [agent]
+  unit: task_id
+  interval: {method: cluster_t}
+"""
 
 
 def _results(run) -> dict[str, list[float]]:  # noqa: ANN001
@@ -64,7 +75,7 @@ def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> Non
     if engine == "gen":
         print(json.dumps({"path": str(path)}))
         return
-    rule = parse_rule(RULES[rule_name], file="bench.yaml")
+    rule = parse_rule(RULES.get(rule_name, DRIVER_ONLY), file="bench.yaml")
     times, out, stats, startup = [], None, {}, 0.0
     if engine == "ray":
         import ray
@@ -99,6 +110,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 1_000_000])
     ap.add_argument("--only", nargs="+", choices=RULE_NAMES, default=list(RULE_NAMES))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--driver-only", action="store_true",
+                    help="Time only the episodes-side work (the rule without its step feature), locally.")
     ap.add_argument("--child", nargs=5, metavar=("ENGINE", "N", "RULE", "WORKERS", "REPEAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -107,6 +120,14 @@ def main() -> None:
         return
     print(f"bench_scale: {os.cpu_count()} cores; the machine is shared with other engineers' jobs "
           f"(load average {os.getloadavg()[0]:.1f}), so read ratios and medians, not absolute times.")
+    if args.driver_only:
+        for n in args.sizes:
+            got = run_child(SCRIPT, "local", str(n), "episodes", "1", str(args.repeat))
+            t = statistics.median(got["times"])
+            print(f"{n:,} episodes, no step feature (driver-side work): {t:.2f} s median of {args.repeat} "
+                  f"({n / t / 1e6:.2f} M episodes/s), peak RSS {got['rss']:.0f} MiB")
+            print(json.dumps({"n": n, "driver_only_s": t, "rss": got["rss"]}))
+        return
     for n in args.sizes:
         run_child(SCRIPT, "gen", str(n), "count", "1", "1")  # cached; in a child, so no RSS is inherited
         steps = n * STEPS_PER_EPISODE
@@ -126,7 +147,7 @@ def main() -> None:
                 s = got["stats"]
                 print(row(f"ray, {workers} worker CPU(s)", f"{t:.2f}", f"{t / base:.2f}", f"{got['times'][0]:.2f}",
                           f"{got['rss']:.0f}", f"{got['worker_rss_max']:.0f}", widths=(30, 10, 10, 12, 12, 12)))
-                per_run = {k: v / args.repeat for k, v in s.items()}
+                per_run = dict(s)  # the last run's engine: figures of one run
                 print(f"    start-up {got['startup']:.1f} s (once per session); {per_run['blocks']:.0f} blocks; "
                       f"to the driver per run: {per_run['partial_rows']:,.0f} partial rows, "
                       f"{per_run['bytes_to_driver'] / 2**20:.1f} MiB ({per_run['bytes_to_driver'] / steps:.2f} B/step); "
