@@ -14,7 +14,13 @@ import pytest
 RCARD = [sys.executable, "-c", "import sys; from rollout_cards.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
-def _big_source(path, n=40_000):
+def _big_source(path, n=200_000):
+    # Large enough that the import is still running 0.3 s after its staging directory appears,
+    # however fast the importer gets (a finished import is not the case under test).
+    return _write_source(path, n)
+
+
+def _write_source(path, n):
     with open(path, "w") as fh:
         for i in range(n):
             fh.write(json.dumps({"id": f"e{i}", "task_id": "t", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
