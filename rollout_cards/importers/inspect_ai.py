@@ -8,7 +8,7 @@ a time. One episode per sample and epoch:
 | log                                   | card                                                   |
 |---------------------------------------|--------------------------------------------------------|
 | `eval.task`, `sample.id`              | `task_id` = `<task>/<sample id>`                       |
-| (task, `eval.task_id`, id, epoch)     | `episode_id` = `<task>/<eval task_id>/<id>/<epoch>`    |
+| (task, `eval.task_id`, id, epoch)     | `episode_id` = `<task>/<log key>/<id>/<epoch>`; the log key (`meta.inspect_log`) is the task_id, `<task_id>.<scoring digest>` for a later log of the same eval (a re-score) |
 | `eval.model` (or `--agent`)           | `agent`                                                |
 | `sample.epoch`                        | `trial` = epoch − 1 (0-based), `meta.epoch` = epoch    |
 | `eval.run_id` / `eval.task_id`        | `run_id` / `meta.eval_task_id`                         |
@@ -104,9 +104,11 @@ class InspectImporter:
         untimed = [0, 0, 0]  # episodes without start, without end; steps without time
         unpriced = [0, 0]  # episodes without a total cost; model calls (steps with usage) without one
         reordered = 0
+        keys: dict[tuple[str, str], str] = {}  # (task, log key) -> file of the log that has it
         for index, path in enumerate(request.sources):
             log = open_log(path, session)
             try:
+                _log_key(session, log, keys)
                 session.add_source(path, log.format, request.url(index))
                 agent = request.agent or log.spec["model"]
                 _provenance(session, log, agent)
@@ -157,6 +159,19 @@ class InspectImporter:
         session.declare_missing("steps.cost_usd", "Inspect prices model calls only (output.usage.total_cost); other "
                                 "steps have no cost" + (f", and {unpriced[1]} model call(s) have no price"
                                                         if unpriced[1] else ""))
+
+
+def _log_key(session: ImportSession, log: InspectLog, keys: dict[tuple[str, str], str]) -> None:
+    """Keep the episode ids of logs of the same eval apart: `inspect score` writes a log with the
+    original's task_id, so a later log of a (task, task_id) already imported gets the key
+    `<task_id>.<digest of its scoring>`; the first keeps the plain task_id. The same log given twice
+    has the same digest and stops the import with the duplicate-episode error, which is the truth."""
+    first = keys.get((log.task, log.key))
+    if first is not None:
+        log.key = f"{log.task_run}.{log.scoring_digest()}"
+        session.note(f"{log.path.name} is a log of the same eval as {first} (task_id {log.task_run}; a re-score "
+                     f"with `inspect score` keeps it): its episode ids and rules use the key {log.key}")
+    keys.setdefault((log.task, log.key), log.path.name)
 
 
 def _provenance(session: ImportSession, log: InspectLog, agent: str) -> None:
@@ -235,7 +250,7 @@ def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
         raise probe.error(f"sample {sid!r} has no epoch (a positive integer)")
     label = f"{label} (sample {sid!r}, epoch {epoch})"
-    episode_id = f"{log.task}/{log.task_run}/{sid}/{epoch}"
+    episode_id = f"{log.task}/{log.key}/{sid}/{epoch}"
     steps = StepBuffer(episode_id, file=file, record=label)
     attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
     events = sample.get("events")
@@ -266,6 +281,7 @@ def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict
         "status": "completed",
         "meta.epoch": epoch,
         "meta.eval_task_id": log.task_run,
+        "meta.inspect_log": log.key,
         "started_at": parse_timestamp(sample.get("started_at"), file=file, record=label),
         "ended_at": parse_timestamp(sample.get("completed_at"), file=file, record=label),
     }
@@ -411,7 +427,7 @@ def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: s
             parts = ["inspect", log.task, name, key] + ([reducer] if len(reducers[(scorer, name)]) > 1 else [])
             rule_id = ".".join(rule_id_part(p) for p in parts)
             if rule_id in taken:  # another log of the same task in this card
-                rule_id = f"{rule_id}.{rule_id_part(log.task_run)}"
+                rule_id = f"{rule_id}.{rule_id_part(log.key)}"
             n = 2
             while rule_id in taken:
                 rule_id, n = f"{rule_id.rsplit('.log', 1)[0]}.log{n}", n + 1
@@ -434,7 +450,7 @@ def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: s
                        "with fewer than k scored epochs" if reduce and reduce["with"].startswith("pass") else "")
                     + "."
                 ),
-                select=f"meta.eval_task_id == {_quote(log.task_run)}",
+                select=f"meta.inspect_log == {_quote(log.key)}",
                 score=score,
                 on_status={s: "score" for s in ("completed", "error", "timeout", "limit", "cancelled", "skipped")},
                 on_missing="exclude",

@@ -22,6 +22,7 @@ second pass.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -86,6 +87,9 @@ class InspectLog:
         self.spec: dict[str, Any] = spec
         self.task: str = spec["task"]
         self.task_run: str = str(spec.get("task_id") or spec.get("eval_id") or spec.get("run_id") or "")
+        #: what tells this log's episodes apart in a card: the task_id, or for a later log of the same
+        #: eval (`inspect score` keeps task_id) task_id.<digest of its scoring> (see `scoring_digest`)
+        self.key: str = self.task_run
         config = spec.get("config") if isinstance(spec.get("config"), dict) else {}
         self.epochs = config.get("epochs") if type(config.get("epochs")) is int else 1
         self.reducers = config.get("epochs_reducer") or ["mean"]
@@ -93,6 +97,13 @@ class InspectLog:
         #: sample members of a .eval archive (None for a .json log, whose count is unknown until read)
         self.members: int | None = None
         self.resources: list[Any] = []
+
+    def scoring_digest(self) -> str:
+        """8 hex digits of SHA-256 over the log's scorers, metrics, results and reductions (all that
+        `inspect score` changes): the same for the same log, different for a re-score of it."""
+        scoring = {"scorers": self.spec.get("scorers"), "metrics": self.spec.get("metrics"),
+                   "results": self.header.get("results"), "reductions": self.header.get("reductions")}
+        return hashlib.sha256(text(scoring).encode()).hexdigest()[:8]
 
     def close(self) -> None:
         """Close the files and archive the log holds open."""

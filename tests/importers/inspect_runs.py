@@ -14,13 +14,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from inspect_ai import Epochs, Task, eval
+from inspect_ai import Epochs, Task, eval, score
 from inspect_ai.dataset import Sample
+from inspect_ai.log import read_eval_log, write_eval_log
 from inspect_ai.model import ModelAPI, ModelOutput, modelapi
-from inspect_ai.scorer import Score, Target, accuracy, mean, scorer, stderr
+from inspect_ai.scorer import Score, Target, accuracy, match, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, generate, solver
 
-__all__ = ["run"]
+__all__ = ["make_log", "rescore", "run"]
 
 
 class _Sim(ModelAPI):
@@ -126,3 +127,11 @@ def make_log(tmp: Path, fmt: str, samples: int) -> Path:
     (log,) = eval(t, model="rcsim/model", log_dir=str(tmp), log_format=fmt, display="none", fail_on_error=False,
                   max_samples=200)
     return Path(log.location)
+
+
+def rescore(log_path: Path, out: Path) -> Path:
+    """What `inspect score <log> --scorer match --action append` writes: the same eval (task_id,
+    eval_id and run_id kept) with one more scorer, re-scored by Inspect's own score()."""
+    scored = score(read_eval_log(str(log_path)), match(), action="append", display="none")
+    write_eval_log(scored, str(out))
+    return out

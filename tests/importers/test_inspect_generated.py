@@ -13,7 +13,7 @@ from inspect_ai.log import read_eval_log  # noqa: E402
 
 import rollout_cards as rc  # noqa: E402
 from tests.importers.conftest import assert_valid, run_import  # noqa: E402
-from tests.importers.inspect_runs import run  # noqa: E402
+from tests.importers.inspect_runs import rescore, run  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["eval", "json"])
@@ -96,3 +96,30 @@ def test_errors_limits_and_score_on_error_are_counted_as_inspect_counts(logs, tm
     log = read_eval_log(str(paths["limits"]))
     assert statuses["limits"].get("limit") == sum(1 for s in log.samples if s.limit is not None and not s.error)
     assert statuses["score_on_error"].get("error") == 1
+
+
+def test_a_log_and_its_rescore_in_one_card_keep_distinct_stable_ids(logs, tmp_path):
+    """`inspect score` keeps the eval's task_id: imported together, the original keeps the ids it has
+    alone, the re-score gets its own, and each log's rules replay that log's numbers."""
+    fmt, paths = logs
+    if fmt != "eval":
+        pytest.skip("the .eval runs cover this")
+    original = paths["limits"]
+    rescored = rescore(original, tmp_path / "rescored.eval")
+    assert read_eval_log(str(rescored), header_only=True).eval.task_id == read_eval_log(str(original)).eval.task_id
+    _, alone = run_import("inspect", [original], tmp_path / "alone")
+    result, card = run_import("inspect", [original, rescored], tmp_path / "both")
+    assert_valid(result.path)
+    ids = [r["episode_id"] for r in card.episodes().to_pylist()]
+    alone_ids = [r["episode_id"] for r in alone.episodes().to_pylist()]
+    assert len(set(ids)) == len(ids) == 2 * len(alone_ids)
+    assert set(alone_ids) < set(ids)  # the original's ids do not change when its re-score joins it
+    _, again = run_import("inspect", [original, rescored], tmp_path / "again")
+    assert sorted(r["episode_id"] for r in again.episodes().to_pylist()) == sorted(ids)
+    replayed = _replayed(card)
+    match_rules = [r for r in replayed if ".match." in r]
+    want = {m[2]: m[3] for m in _inspect_metrics(rescored) if m[0] == "match"}
+    assert match_rules and all(math.isclose(replayed[r], want[r.split(".")[3]], abs_tol=1e-12) for r in match_rules)
+    for name, _reducer, metric, value, _n in _inspect_metrics(original):
+        same = [r for r in replayed if r.split(".")[2:4] == [name, metric]]
+        assert len(same) == 2 and all(math.isclose(replayed[r], value, abs_tol=1e-12) for r in same), same
