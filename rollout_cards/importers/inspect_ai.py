@@ -22,7 +22,7 @@ a time. One episode per sample and epoch:
 | `sample.events` (or `messages` without events) | steps (see `inspect_events`)                  |
 | `sample.attachments`, `messages` (with events), other fields | `meta.attachments`, `meta.messages`, `meta.sample` (JSON) |
 | `eval.task/version/revision`, `packages`, `model` | provenance environment, packages, agents |
-| `results.scores[].metrics` accuracy/mean | rule `inspect.<task>.<score>.<metric>[.<reducer>]`, counting as Inspect counts (see `_declare_rules`), the log's value and scored_samples as `reported` |
+| `results.scores[].metrics` accuracy/mean/std/var/stderr | rule `inspect.<task>.<score>.<metric>[.<reducer>]`, counting as Inspect counts (see `_declare_rules`), the log's value and scored_samples as `reported`; any other metric, one with parameters, or a spread of < 2 samples: a note that it is not replayed |
 
 The full table, with every field kept or declared, is in docs/importers.md.
 """
@@ -58,6 +58,10 @@ _MAPPED = frozenset((
 ))
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 _REDUCERS = {"mean": "mean", "median": "median", "max": "max", "mode": "mode"}
+#: Inspect metrics a rule replays, and the rule's statistic (Inspect's std/var/stderr use n − 1).
+_STATISTICS = {"accuracy": "mean", "mean": "mean", "std": "std", "var": "var", "stderr": "stderr"}
+_STATISTIC_TEXT = {"mean": "mean of", "std": "sample standard deviation (n − 1) of",
+                   "var": "sample variance (n − 1) of", "stderr": "standard error of the mean (std / √n) of"}
 
 
 def value_to_float(value: Any) -> float | None:
@@ -119,6 +123,9 @@ class InspectImporter:
                         reordered += moved
                         session.add_episode(row, steps)
                         log.found += 1
+                        for column, value in row.items():
+                            if value is not None and column.startswith("score."):
+                                log.scored.setdefault(column, set()).add(row["task_id"])
                         untimed[0] += row["started_at"] is None
                         untimed[1] += row["ended_at"] is None
                         untimed[2] += sum(1 for step in steps.rows if step[3] is None)
@@ -412,12 +419,27 @@ def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: s
             metric = str(info.get("name") or key) if isinstance(info, dict) else str(key)
             value = info.get("value") if isinstance(info, dict) else None
             where = f"{log.path.name}: {name}/{key}" + (f" ({reducer})" if reducer else "")
-            if metric.split("/")[-1] not in ("accuracy", "mean"):
-                session.note(f"{where} has no declared rule (accuracy and mean replay as rules; the value is "
-                             "kept in meta.inspect.logs[].results)")
+            statistic = _STATISTICS.get(metric.split("/")[-1])
+            params = info.get("params") if isinstance(info, dict) else None
+            if statistic is None:
+                session.note(f"{where} is not replayed: no rule was declared for metric {metric!r} (accuracy, "
+                             "mean, std, var and stderr replay as rules; the value is kept in "
+                             "meta.inspect.logs[].results)")
+                continue
+            if params:
+                session.note(f"{where} is not replayed: the metric has parameters {text(params)} (e.g. a "
+                             "clustered stderr), which the declared rules do not reproduce; the value is kept in "
+                             "meta.inspect.logs[].results")
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                session.note(f"{where} reports {value!r}, not a number; no rule was declared for it")
+                session.note(f"{where} is not replayed: it reports {value!r}, not a number")
+                continue
+            scored = entry.get("scored_samples") if type(entry.get("scored_samples")) is int else None
+            over = len(log.scored.get(column, ())) if scored is None else scored
+            if statistic != "mean" and over < 2:
+                session.note(f"{where} is not replayed: Inspect reports {value!r} for its {over} scored "
+                             f"sample(s), a convention (the {metric} of fewer than 2 values divides by 0), which "
+                             "a rule leaves undefined")
                 continue
             reduce, score = _reduce(reducer, column, log.epochs)
             if reduce is False:
@@ -434,15 +456,15 @@ def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: s
             taken.add(rule_id)
             reported: dict[str, Any] = {"group": {"agent": agent}, "value": float(value),
                                         "tolerance": 1e-9 * max(1.0, abs(float(value)))}
-            if type(entry.get("scored_samples")) is int:
-                reported["n"] = entry["scored_samples"]
+            if scored is not None:
+                reported["n"] = scored
             session.add_rule(rule_document(
                 rule=rule_id,
                 kind="original",
                 description=(
                     f"Inspect's reported {key} of {name} for {log.task} ({log.path.name}"
                     + (f", epochs reduced with {reducer}" if reduce else "") + "): "
-                    f"the mean of {column}, Inspect's value_to_float of each sample's score (see "
+                    f"the {_STATISTIC_TEXT[statistic]} {column}, Inspect's value_to_float of each sample's score (see "
                     "meta.inspect.value_to_float). As Inspect counts: every sample-epoch that carries this score "
                     "is scored whatever its status (errored samples carry none unless score_on_error or a "
                     "re-score gave them one); NaN, Inspect's unscored marker, is null and excluded (counted)"
@@ -455,7 +477,7 @@ def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: s
                 on_status={s: "score" for s in ("completed", "error", "timeout", "limit", "cancelled", "skipped")},
                 on_missing="exclude",
                 reduce=reduce,
-                aggregate={"statistic": "mean", "group_by": ["agent"], "unit": "task_id",
+                aggregate={"statistic": statistic, "group_by": ["agent"], "unit": "task_id",
                            "interval": {"method": "auto", "level": 0.95}},
                 reported=[reported],
             ))

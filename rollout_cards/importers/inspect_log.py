@@ -94,6 +94,9 @@ class InspectLog:
         self.epochs = config.get("epochs") if type(config.get("epochs")) is int else 1
         self.reducers = config.get("epochs_reducer") or ["mean"]
         self.found = 0
+        #: score column -> task ids with a (non-null) value: how many samples a metric is over when
+        #: the log does not say (older logs have no scored_samples)
+        self.scored: dict[str, set[str]] = {}
         #: sample members of a .eval archive (None for a .json log, whose count is unknown until read)
         self.members: int | None = None
         self.resources: list[Any] = []

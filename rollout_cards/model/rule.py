@@ -218,6 +218,9 @@ class Statistic(StrEnum):
     MEAN = "mean"
     MEDIAN = "median"
     IQM = "iqm"
+    STD = "std"
+    VAR = "var"
+    STDERR = "stderr"
 
 
 class StratumWeights(StrEnum):
@@ -231,7 +234,9 @@ class Aggregate(_Model):
     """How scores become headlines: statistic, groups, independent unit, interval, strata."""
 
     statistic: Statistic = Statistic.MEAN
-    """mean (over observations), median or iqm (over per-unit values, rliable's definitions)."""
+    """mean (over observations), median or iqm (over per-unit values, rliable's definitions), or the
+    spread of the per-unit values: std (divisor n − 1), var, stderr = std / √units (the standard
+    error of the mean, as Inspect's stderr metric; undefined below 2 units)."""
     group_by: list[COLUMN] = Field(default_factory=list)
     """Episode columns giving one headline per group (default: one headline)."""
     unit: COLUMN | list[COLUMN] | None = None

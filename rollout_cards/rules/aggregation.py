@@ -35,6 +35,7 @@ from ..stats import (
     wilson_interval,
 )
 from ..stats._resample import unit_values_of, zero_event_kind
+from ..stats.aggregates import SPREAD_STATISTICS
 from ..stats.exact_bootstrap import DEFAULT_EXACT_UNITS
 from ..stats.intervals import REASON_NO_DATA, REASON_ONE_UNIT, negligible, t_interval
 from ..stats.pvalues import bootstrap_p_value, mcnemar_exact, t_p_value
@@ -104,6 +105,10 @@ def headline(
     warnings: list[str] = []
     if units.n == 0:
         return CellSummary(None, undefined_interval(method, level, 0, 0, REASON_NO_DATA), None, ())
+    if statistic in SPREAD_STATISTICS and units.n_units < 2:
+        # std/var/stderr divide by n − 1: one unit has no spread to measure, and no number is made up
+        undefined = undefined_interval(method, level, units.n, units.n_units, REASON_ONE_UNIT)
+        return CellSummary(None, undefined, None, (f"the {statistic} of {where} is undefined: 1 unit of {unit}",))
     value = units.mean if statistic == "mean" else aggregate(units.unit_means, statistic)
     successes = int(round(units.total)) if is01 else None
     if method in ("wilson", "clopper_pearson"):
@@ -194,8 +199,8 @@ def headline(
         over = f"{statistic} of the {units.n_units} {unit} means"
         interval = replace(interval, details={**interval.details, "statistic_over": over})
         warnings.append(
-            f"the {statistic} is the {over} (each unit's {units.n} observations averaged "
-            f"first), not rliable's {statistic} over the observations themselves"
+            f"the {statistic} is the {over} (each unit's {units.n} observations averaged first)"
+            + ("" if statistic in SPREAD_STATISTICS else f", not rliable's {statistic} over the observations themselves")
         )
     if interval.defined and interval.width == 0.0:
         warnings.append(

@@ -18,7 +18,7 @@ from rollout_cards.stats.intervals import (
 )
 from rollout_cards.stats.units import UnitStats
 
-BOOTSTRAP_STATISTICS = ("mean", "ratio", "median", "iqm")
+BOOTSTRAP_STATISTICS = ("mean", "ratio", "median", "iqm", "std", "var", "stderr")
 Statistic = str | Callable[[np.ndarray], ArrayLike]
 
 REASON_DEGENERATE = "undefined (every resample gives the same value)"
@@ -77,6 +77,13 @@ def evaluate(statistic: Statistic, units: UnitValues, idx: np.ndarray) -> np.nda
         return np.median(x, axis=-1)
     if statistic == "iqm":
         return trim_mean_quarter(x, axis=-1)
+    if statistic in ("std", "var", "stderr"):  # of the unit values, divisor n − 1 (aggregates.spread)
+        if x.shape[-1] < 2:
+            raise StatisticsError(f"the {statistic} of fewer than 2 units is undefined")
+        if statistic == "var":
+            return x.var(axis=-1, ddof=1)
+        std = x.std(axis=-1, ddof=1)
+        return std if statistic == "std" else std / np.sqrt(x.shape[-1])
     out = np.asarray(statistic(x), dtype=np.float64)  # type: ignore[operator]
     if out.shape != (idx.shape[0],):
         raise StatisticsError(

@@ -1,4 +1,5 @@
-"""Point aggregates (mean, median, IQM with rliable's definitions) and stratum pooling.
+"""Point aggregates (mean, median, IQM with rliable's definitions; the spread statistics
+std, var and stderr, with n − 1) and stratum pooling.
 
 Scores may be 1-D (one value per unit) or 2-D laid out as rliable does,
 runs × tasks. Heavy tails move the mean a lot and the median/IQM little, which is
@@ -7,6 +8,7 @@ why a report shows them side by side.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +30,13 @@ __all__ = [
     "mean",
     "median",
     "pool_strata",
+    "spread",
     "stratified",
 ]
 
-AGGREGATE_STATISTICS = ("mean", "median", "iqm")
+AGGREGATE_STATISTICS = ("mean", "median", "iqm", "std", "var", "stderr")
+#: Statistics of the spread of the values, defined from 2 values on.
+SPREAD_STATISTICS = ("std", "var", "stderr")
 STRATUM_WEIGHTS = ("equal", "by_count")
 
 
@@ -64,11 +69,27 @@ def iqm(x: ArrayLike) -> float:
     return float(trim_mean_quarter(_scores(x).ravel()))
 
 
+def spread(x: ArrayLike, statistic: str) -> float:
+    """`std` (sample standard deviation, divisor n − 1), `var` (its square) or `stderr`
+    (std / √n, the standard error of the mean) of all values (2-D: every cell). These are
+    numpy's `std`/`var` with ddof=1 and what Inspect's std, var and stderr metrics report;
+    fewer than 2 values raise StatisticsError (the n − 1 divisor is 0)."""
+    arr = _scores(x).ravel()
+    if arr.size < 2:
+        raise StatisticsError(f"the {statistic} of {arr.size} value is undefined (it divides by n − 1)")
+    if statistic == "var":
+        return float(np.var(arr, ddof=1))
+    std = float(np.std(arr, ddof=1))
+    return std if statistic == "std" else std / math.sqrt(arr.size)
+
+
 _AGGREGATES = {"mean": mean, "median": median, "iqm": iqm}
 
 
 def aggregate(x: ArrayLike, statistic: str = "mean") -> float:
-    """`mean`, `median` or `iqm` of `x`, chosen by name (as a rule file names it)."""
+    """`mean`, `median`, `iqm`, `std`, `var` or `stderr` of `x`, chosen by name (as a rule file names it)."""
+    if statistic in SPREAD_STATISTICS:
+        return spread(x, statistic)
     try:
         return _AGGREGATES[statistic](x)
     except KeyError:

@@ -18,7 +18,18 @@ from inspect_ai import Epochs, Task, eval, score
 from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log, write_eval_log
 from inspect_ai.model import ModelAPI, ModelOutput, modelapi
-from inspect_ai.scorer import Score, Target, accuracy, match, mean, scorer, stderr
+from inspect_ai.scorer import (
+    Score,
+    Target,
+    accuracy,
+    bootstrap_stderr,
+    match,
+    mean,
+    scorer,
+    std,
+    stderr,
+    var,
+)
 from inspect_ai.solver import Generate, TaskState, generate, solver
 
 __all__ = ["make_log", "rescore", "run"]
@@ -47,9 +58,9 @@ def _epoch(state: TaskState) -> int:
     return int(state.epoch)
 
 
-@scorer(metrics=[accuracy(), stderr()])
+@scorer(metrics=[accuracy(), stderr(), bootstrap_stderr(num_samples=100)])
 def exact() -> Any:
-    """C/I; NaN (unscored) for sample 4 in epoch 2."""
+    """C/I; NaN (unscored) for sample 4 in epoch 2. bootstrap_stderr: a metric no rule replays."""
 
     async def score(state: TaskState, target: Target) -> Score:
         if state.sample_id == 4 and _epoch(state) == 2:
@@ -59,7 +70,7 @@ def exact() -> Any:
     return score
 
 
-@scorer(metrics=[mean()])
+@scorer(metrics=[mean(), std(), var(), stderr()])
 def closeness() -> Any:
     """Numeric strings ("1", "-1", " 2", "1e-1") that Inspect reads as floats."""
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import zipfile
 
 import pytest
@@ -85,8 +87,9 @@ def test_events_become_steps_none_dropped(synthetic):
 
 def test_the_reported_metric_is_a_declared_rule(synthetic, tmp_path):
     result, card = synthetic
-    (rule,) = result.rules
+    rule, spread = result.rules
     assert rule["rule"] == "inspect.arith.match.accuracy" and rule["reported"][0]["value"] == 0.375
+    assert spread["rule"] == "inspect.arith.match.stderr"  # replayed: assert_valid below checks its value
     text = card.rule_files()["inspect.arith.match.accuracy"]
     import yaml
 
@@ -97,7 +100,6 @@ def test_the_reported_metric_is_a_declared_rule(synthetic, tmp_path):
     assert doc["reduce"] == {"by": ["task_id"], "with": "mean"} and set(doc["on_status"].values()) == {"score"}
     assert doc["on_missing"] == "exclude"
     assert doc["reported"] == [{"group": {"agent": "mockllm/model"}, "value": 0.375, "tolerance": 1e-09}]
-    assert "stderr" in " ".join(result.notes)  # what was not mapped is said
     assert_valid(result.path)
 
 
@@ -147,9 +149,11 @@ def test_numbers_map_to_themselves(x):
 def test_the_scored_eval_log(tmp_path):
     result, card = run_import("inspect", [external(SCORED)], tmp_path / "card")
     assert result.episodes == 10 and result.statuses == {"completed": 10}
-    assert [r["reported"][0]["value"] for r in result.rules] == [0.8]
+    assert [r["rule"] for r in result.rules] == ["inspect.popularity.match.accuracy", "inspect.popularity.match.stderr"]
     scores = card.episodes(columns=["score.match"]).column("score.match").to_pylist()
-    assert sum(scores) / len(scores) == pytest.approx(0.8)
+    assert sum(scores) / len(scores) == pytest.approx(0.8) == result.rules[0]["reported"][0]["value"]
+    # Inspect's stderr: the sample standard deviation (n - 1) over sqrt(n), here recomputed in plain Python
+    assert statistics.stdev(scores) / math.sqrt(len(scores)) == pytest.approx(result.rules[1]["reported"][0]["value"])
     prov = card.manifest.provenance
     assert prov.harness.version == "0.3.58.dev16+g6a87748b" and prov.environment.name == "popularity"
     assert prov.environment.revision == "ef1d858c" and prov.agents[0].model == "openai/gpt-4o-mini"
@@ -185,7 +189,8 @@ def test_the_json_logs_import_with_their_tool_events(tmp_path, rel, tool_calls):
 def test_all_four_logs_in_one_card(tmp_path):
     paths = [external(r) for r in (SCORED, UNSCORED, BROWSER, SECURITY)]
     result, card = run_import("inspect", paths, tmp_path / "card")
-    assert result.episodes == 24 and len(result.rules) == 3
+    assert result.episodes == 24 and len(result.rules) == 5  # accuracy of 3 logs, stderr of the 2 with >= 2 samples
+    assert sum(r["rule"].endswith(".stderr") for r in result.rules) == 2
     assert card.manifest.provenance.environment is None  # several tasks: named per log in meta
     assert len(card.manifest.meta["inspect"]["logs"]) == 4
     assert_valid(result.path)

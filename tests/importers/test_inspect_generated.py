@@ -33,10 +33,12 @@ def _replayed(card) -> dict[str, float]:
 
 
 def _inspect_metrics(path) -> list[tuple[str, str | None, str, float, int]]:
-    """(score name, reducer, metric, value, scored samples) of every accuracy/mean Inspect reports."""
+    """(score name, reducer, metric, value, scored samples) of every metric Inspect reports that a
+    rule replays: accuracy and mean, and std, var and stderr over at least 2 scored samples."""
     log = read_eval_log(str(path))
     return [(s.name, s.reducer, key, m.value, s.scored_samples) for s in log.results.scores
-            for key, m in s.metrics.items() if m.name in ("accuracy", "mean")]
+            for key, m in s.metrics.items()
+            if m.name in ("accuracy", "mean") or (m.name in ("std", "var", "stderr") and s.scored_samples >= 2)]
 
 
 def test_every_inspect_metric_is_a_rule_that_replays_it(logs, tmp_path):
@@ -48,8 +50,13 @@ def test_every_inspect_metric_is_a_rule_that_replays_it(logs, tmp_path):
         declared = {r["rule"]: r["reported"][0] for r in result.rules}
         expected = _inspect_metrics(path)
         assert expected and len(declared) == len(expected), (label, sorted(declared))
+        assert {m[2] for m in expected} >= {"accuracy", "mean", "std", "var", "stderr"}
+        # what no rule replays is said, per scorer x reducer, never silently left out
+        unreplayed = [n for n in result.notes if "bootstrap_stderr" in n and "is not replayed" in n]
+        assert len(unreplayed) == sum(1 for s in read_eval_log(str(path)).results.scores
+                                      if "bootstrap_stderr" in s.metrics), result.notes
         task = read_eval_log(str(path), header_only=True).eval.task
-        several = {n for n, r, *_ in expected if sum(1 for m in expected if m[0] == n) > 1}
+        several = {n for n, *_ in expected if len({m[1] for m in expected if m[0] == n}) > 1}  # reducers
         for name, reducer, metric, value, scored in expected:
             rule = f"inspect.{task}.{name}.{metric}" + (f".{reducer}" if name in several and reducer else "")
             rule = rule.replace("-", "_") if rule not in declared else rule

@@ -116,3 +116,21 @@ def test_a_paired_median_of_two_constant_groups_is_undefined_not_fatal(tmp_path)
     by = {c.group["agent"]: c for c in run.comparisons}
     assert not by["b"].interval.defined and "every resample gives the same difference" in by["b"].interval.reason
     assert by["c"].interval.method == "paired_bootstrap"
+
+
+@pytest.mark.parametrize("statistic", ["std", "var", "stderr"])
+def test_spread_headlines_are_over_the_unit_values(tmp_path, statistic):
+    # Two episodes per task: the spread is of the 5 task means (n − 1), as Inspect's metrics
+    # are of its reduced samples; with one unit it is undefined (Inspect would print 0).
+    rows = [episode(i, task_id=f"t{i % 5}", agent="a", **{"score.x": float((i * 7) % 4)}) for i in range(10)]
+    rows.append(episode(10, task_id="t9", agent="solo", **{"score.x": 1.0}))
+    run = apply_rule(build_card(tmp_path / "s", rows),
+                     rule(score="score.x", aggregate={"statistic": statistic, "unit": "task_id", "group_by": ["agent"]}))
+    heads = {r.group["agent"]: r for r in run.results}
+    means = [statistics.fmean(float((i * 7) % 4) for i in range(10) if i % 5 == k) for k in range(5)]
+    want = {"std": statistics.stdev(means), "var": statistics.variance(means),
+            "stderr": statistics.stdev(means) / math.sqrt(5)}[statistic]
+    assert heads["a"].value == pytest.approx(want, rel=1e-12)
+    assert heads["a"].interval.method == "bootstrap" and heads["a"].interval.defined
+    assert heads["solo"].value is None and not heads["solo"].interval.defined
+    assert any("undefined" in w for w in heads["solo"].warnings)

@@ -97,3 +97,20 @@ def test_pooling_errors():
         pool_strata(A_RATES, {"small": 87})
     with pytest.raises(StatisticsError, match="no observations"):
         pool_strata(A_RATES, {"small": 87, "large": 0})
+
+
+@pytest.mark.parametrize("values", [[0.1, 0.9, 0.2, 0.4], [1, 0, 1, 1, 0], [3.5, -2.0]])
+def test_spread_statistics_are_the_n_minus_1_formulas(values):
+    import math
+    import statistics
+
+    n = len(values)
+    assert aggregate(values, "std") == pytest.approx(statistics.stdev(values), rel=1e-12)
+    assert aggregate(values, "var") == pytest.approx(statistics.variance(values), rel=1e-12)
+    assert aggregate(values, "stderr") == pytest.approx(statistics.stdev(values) / math.sqrt(n), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["std", "var", "stderr"])
+def test_spread_of_one_value_is_undefined_not_zero(name):
+    with pytest.raises(StatisticsError, match="undefined"):
+        aggregate([0.7], name)
