@@ -119,7 +119,8 @@ class InspectImporter:
                 environments.setdefault(log.task, _environment(log))
                 for label, load in session.guard(log.samples):
                     with session.record():
-                        row, steps, moved = _episode(load(), log, agent, label)
+                        sample, raw_events = load()
+                        row, steps, moved = _episode(sample, log, agent, label, raw_events)
                         reordered += moved
                         session.add_episode(row, steps)
                         log.found += 1
@@ -246,7 +247,10 @@ def _missing_samples(session: ImportSession, log: InspectLog, planned: int | Non
     )
 
 
-def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict[str, Any], StepBuffer, int]:
+def _episode(
+    sample: Any, log: InspectLog, agent: str, label: str, raw_events: list[str] | None = None
+) -> tuple[dict[str, Any], StepBuffer, int]:
+    """One episode row and its steps; `raw_events` is the source JSON text of `sample["events"]`."""
     file = str(log.path)
     probe = StepBuffer("", file=file, record=label)
     if not isinstance(sample, dict):
@@ -262,7 +266,7 @@ def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict
     attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
     events = sample.get("events")
     if events is None and isinstance(sample.get("transcript"), dict):
-        events = sample["transcript"].get("events")
+        events, raw_events = sample["transcript"].get("events"), None
     messages = sample.get("messages")
     events_data = sample.get("events_data") if isinstance(sample.get("events_data"), dict) else {}
     pool = events_data.get("messages") if "messages" in events_data else sample.get("message_pool")
@@ -273,7 +277,7 @@ def _episode(sample: Any, log: InspectLog, agent: str, label: str) -> tuple[dict
     if events:
         if not isinstance(events, list):
             raise steps.error("events is not a list")
-        moved = add_events(steps, events, attachments, pool)
+        moved = add_events(steps, events, attachments, pool, raw_events)
     elif messages:
         if not isinstance(messages, list):
             raise steps.error("messages is not a list")

@@ -107,13 +107,18 @@ class _Timeline:
 
 
 def add_events(
-    steps: StepBuffer, events: list[Any], attachments: dict[str, str], pool: list[Any] | None = None
+    steps: StepBuffer, events: list[Any], attachments: dict[str, str], pool: list[Any] | None = None,
+    raw: list[str] | None = None,
 ) -> int:
     """Append one or two steps per event (see the module table), in time order; returns the
     number of steps that the log had written out of time order. `pool` is the sample's
     message pool (`events_data.messages`, or `message_pool` of format 3) that model events'
-    `input_refs` index."""
+    `input_refs` index. `raw`, when given, is each event's source JSON text: it is the
+    payload as it is (re-serialising every event was a third of an import's time), except
+    where it may hold a NaN/Infinity literal, which JSON text cannot (then as `text`)."""
     line = _Timeline()
+    if raw is not None and len(raw) != len(events):
+        raw = None
     seen: Counter[tuple[str, str]] = Counter()  # conversation messages already stepped
     spans: dict[str, str | None] = {}
     scorer_spans: set[str] = set()
@@ -122,17 +127,20 @@ def add_events(
         if not isinstance(ev, dict) or not isinstance(ev.get("event"), str):
             raise steps.error(f"events[{i}] is not an Inspect event (no `event` type)")
         kind = ev["event"]
+        source = raw[i] if raw is not None else None
+        ok = source is not None and "NaN" not in source and "Infinity" not in source
+        payload = source if ok else None if kind == "tool" else json_text(ev)  # a tool event's is built below
         t = parse_timestamp(ev.get("timestamp"), file=steps.file, record=f"{steps.record}, events[{i}]")
         if kind == "model":
-            _model(steps, line, ev, t, attachments, pool, seen, i)
+            _model(steps, line, ev, t, attachments, pool, seen, i, payload)
         elif kind == "tool":
             seen[("tool", str(ev.get("id")))] += 1
             _tool(steps, line, ev, t, attachments, i)
         elif kind == "error":
             error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
-            line.put("add", t, kind="error", content=_str(error.get("message")), is_error=True, payload=json_text(ev))
+            line.put("add", t, kind="error", content=_str(error.get("message")), is_error=True, payload=payload)
         elif kind == "sample_limit":
-            line.put("add", t, kind="limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=json_text(ev))
+            line.put("add", t, kind="limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=payload)
         elif kind in ("span_begin", "span_end", "step"):
             if kind == "step":  # older logs: solver and scorer steps instead of spans
                 begin, key, name = ev.get("action") == "begin", None, _str(ev.get("name"))
@@ -146,25 +154,25 @@ def add_events(
                 if key is not None:
                     scorer_spans.add(key)
                 scorer = name if begin else None
-            line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=json_text(ev))
+            line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=payload)
         elif kind == "score":
             score = ev.get("score") if isinstance(ev.get("score"), dict) else {}
             value = score.get("value")
             line.put("add", t, kind="score", name=scorer,
                      content=value if isinstance(value, str) else (None if value is None else json_text(value)),
-                     payload=json_text(ev))
+                     payload=payload)
         elif kind in _STATE:
-            line.put("add", t, kind="state", name=kind, payload=json_text(ev))
+            line.put("add", t, kind="state", name=kind, payload=payload)
         elif kind == "sandbox":
-            line.put("add", t, kind="action", name="sandbox", payload=json_text(ev))
+            line.put("add", t, kind="action", name="sandbox", payload=payload)
         else:
-            line.put("add", t, kind="annotation", name=kind, content=_annotation_text(ev, attachments), payload=json_text(ev))
+            line.put("add", t, kind="annotation", name=kind, content=_annotation_text(ev, attachments), payload=payload)
     return line.write(steps)
 
 
 def _model(
     steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str],
-    pool: list[Any] | None, seen: Counter[tuple[str, str]], i: int,
+    pool: list[Any] | None, seen: Counter[tuple[str, str]], i: int, payload: str,
 ) -> None:
     """Steps of a model event: first the input messages not stepped before (system and user
     prompts, prefilled assistant turns, tool results no tool event gave), then the call: an
@@ -201,11 +209,11 @@ def _model(
     tin, tout = _tokens(usage, steps, f"events[{i}]")
     if ev.get("error"):
         line.put("add", t, kind="error", name=_str(ev.get("model")), content=_str(ev["error"]), is_error=True,
-                 input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=json_text(ev))
+                 input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=payload)
         return
     text = message_text(message.get("content"), attachments) if isinstance(message, dict) else None
     line.put("add", t, kind="message", role="assistant", name=ev.get("model"), content=text,
-             input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=json_text(ev))
+             input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=payload)
 
 
 def _message_key(msg: dict[str, Any]) -> tuple[str, str]:

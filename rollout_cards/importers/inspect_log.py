@@ -2,7 +2,9 @@
 
 `open_log(path, session)` returns an `InspectLog` with the header (`eval`, `plan`,
 `results`, `stats`, `status`) and `samples`, an iterator of (record label, loader):
-the loader parses the sample when called, so a bad sample is one malformed record.
+the loader parses the sample when called, so a bad sample is one malformed record, and
+returns it with the source JSON text of each of its events (a `.eval` member's own
+bytes, kept as the steps' payloads instead of re-serialised; None for `.json` logs).
 
 A `.eval` archive goes through `SafeZip` (member count, sizes and compression ratio
 capped before anything is decompressed; nothing is extracted; stored, deflate and zstd
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
-from .json_stream import JsonStream, parse_json
+from .json_stream import JsonStream, parse_json, parse_json_items
 from .session import ImportSession
 from .steps import json_text
 from .zip_reader import SafeZip
@@ -49,7 +51,7 @@ MAX_SAMPLE_BYTES = 512 * 1024**2
 _SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
 _KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 
-Samples = Iterator[tuple[str, Callable[[], Any]]]
+Samples = Iterator[tuple[str, Callable[[], tuple[Any, list[str] | None]]]]
 _CONSTANT_TEXT = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
@@ -153,8 +155,10 @@ def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
     return int(m.group(2)), ((0, int(sid)) if sid.isdigit() else (1, sid))  # type: ignore[union-attr]
 
 
-def _member_json(archive: SafeZip, file: str, member: str) -> Any:
-    return _json(archive.read(member, budget=MAX_SAMPLE_BYTES, what="one Inspect sample"), file, member)
+def _member_json(archive: SafeZip, file: str, member: str) -> tuple[Any, list[str] | None]:
+    """A sample and the JSON text of each of its events (kept as the steps' payloads)."""
+    data = archive.read(member, budget=MAX_SAMPLE_BYTES, what="one Inspect sample")
+    return parse_json_items(data, file, member, key="events", constants=True)
 
 
 def _json(data: bytes, file: str, member: str) -> Any:
@@ -208,8 +212,8 @@ def _second_pass(path: Path, stack: list[Any]) -> Samples:
             yield f"samples[{index}]", partial(_value, sample)
 
 
-def _value(value: Any) -> Any:
-    return value
+def _value(value: Any) -> tuple[Any, None]:
+    return value, None
 
 
 def open_log(path: Path, session: ImportSession) -> InspectLog:

@@ -31,7 +31,8 @@ from ..jsondoc import CONSTANTS_DECODER as _CONSTANTS_DECODER
 from ..jsondoc import DECODER as _DECODER
 from ..jsondoc import may_hold_surrogate, reject_constant, surrogate_pointer
 
-__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "parse_json", "reject_constant"]
+__all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "parse_json", "parse_json_items",
+           "reject_constant"]
 
 #: One record larger than this (in characters) is refused rather than buffered.
 DEFAULT_MAX_VALUE_CHARS = 1 << 30
@@ -79,6 +80,87 @@ def parse_json(data: bytes | str, name: str, record: str | None = None, *, const
         return _decode(data, _CONSTANTS_DECODER if constants else _DECODER)
     except ValueError as exc:
         raise SourceFormatError(str(exc), file=name, record=record) from None
+
+
+def parse_json_items(
+    data: bytes | str, name: str, record: str | None = None, *, key: str, constants: bool = False
+) -> tuple[Any, list[str] | None]:
+    """`parse_json` of a document that is an object, and the source text of each item of its
+    top-level array `key` (None when there is no such array): importers keep an item's own
+    JSON text instead of re-serialising its value. Decoded once, by the same strict decoder
+    (each item and every other member by its C scanner); the whole text is checked for lone
+    surrogates as `parse_json` checks it. Anything unexpected falls back to `parse_json`, so
+    a bad document fails with the same message."""
+    decoder = _CONSTANTS_DECODER if constants else _DECODER
+    try:
+        text = data if isinstance(data, str) else data.decode("utf-8")
+        if _RISKY_NUMERAL.search(text) is None:
+            # no integer of 19+ digits and no 3-digit exponent: every numeral is within int64 /
+            # finite, so the strict number hooks would accept each one; skip their per-number cost
+            decoder = _PLAIN_CONSTANTS if constants else _PLAIN
+        value, items = _object_items(text, key, decoder)
+    except (ValueError, IndexError, StopIteration, RecursionError):
+        return parse_json(data, name, record, constants=constants), None
+    problem = _surrogate_problem(text, 0, len(text), value)
+    if problem is not None:
+        raise SourceFormatError(f"is not valid JSON: {problem}", file=name, record=record)
+    return value, items
+
+
+_RISKY_NUMERAL = re.compile(r"[0-9]{19}|[eE][-+]?[0-9]{3}")
+_PLAIN_CONSTANTS = json.JSONDecoder()
+_PLAIN = json.JSONDecoder(parse_constant=reject_constant)
+
+
+def _object_items(text: str, key: str, decoder: json.JSONDecoder) -> tuple[dict[str, Any], list[str] | None]:
+    """Walk a top-level object member by member (ValueError/IndexError when it is not one)."""
+    ws, scan = _WS.match, decoder.scan_once
+    pos = ws(text, 0).end()
+    if text[pos] != "{":
+        raise ValueError("not an object")
+    out: dict[str, Any] = {}
+    items: list[str] | None = None
+    pos = ws(text, pos + 1).end()
+    if text[pos] == "}":
+        raise ValueError("an empty object: let parse_json read it")
+    while True:
+        if text[pos] != '"':
+            raise ValueError("expected a key")
+        name, pos = json.decoder.scanstring(text, pos + 1, True)
+        pos = ws(text, pos).end()
+        if text[pos] != ":":
+            raise ValueError("expected ':'")
+        pos = ws(text, pos + 1).end()
+        if name == key and text[pos] == "[":
+            items, values = [], []
+            pos = ws(text, pos + 1).end()
+            if text[pos] == "]":
+                pos += 1
+            else:
+                while True:
+                    item, end = scan(text, pos)
+                    values.append(item)
+                    items.append(text[pos:end])
+                    pos = ws(text, end).end()
+                    if text[pos] == "]":
+                        pos += 1
+                        break
+                    if text[pos] != ",":
+                        raise ValueError("expected ',' or ']'")
+                    pos = ws(text, pos + 1).end()
+            out[name] = values
+        else:
+            out[name], pos = scan(text, pos)
+            if name == key:
+                items = None  # a later duplicate key wins, as in json
+        pos = ws(text, pos).end()
+        if text[pos] == "}":
+            if ws(text, pos + 1).end() != len(text):
+                raise ValueError("text after the document")
+            return out, items
+        if text[pos] != ",":
+            raise ValueError("expected ',' or '}'")
+        pos = ws(text, pos + 1).end()
 
 
 class JsonStream:

@@ -34,7 +34,7 @@ from inspect_ai.hooks import Hooks, SampleEnd, TaskEnd, TaskStart, hooks
 
 from ..importers.inspect_ai import VALUE_MAP, _declare_rules, _episode, _log_meta
 from ..importers.inspect_log import InspectLog
-from ..importers.json_stream import parse_json
+from ..importers.json_stream import parse_json, parse_json_items
 from ..importers.rule_files import rule_id_part
 from ..io.finalize import refresh_manifest
 from ..io.writer import CardWriter
@@ -111,7 +111,10 @@ class RolloutCardHook(Hooks):
         sample = data.sample
         label = f"sample {sample.id!r} epoch {sample.epoch}"
         try:
-            row, steps, _moved = _episode(_json(sample, label), run.log, run.agent, label)
+            # the recorder's serialisation of the sample, so each event's payload is the text the log holds
+            value, events = parse_json_items(sample.model_dump_json(exclude_none=True), label, key="events",
+                                             constants=True)
+            row, steps, _moved = _episode(value, run.log, run.agent, label, events)
             _write(run.writer, row, steps)
             run.episodes += 1
         except Exception as exc:  # Inspect would only warn: record it in the card, loudly

@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 from rollout_cards.errors import SourceFormatError
 from rollout_cards.importers import json_stream
-from rollout_cards.importers.json_stream import JsonStream, iter_jsonl, iter_records
+from rollout_cards.importers.json_stream import (
+    JsonStream,
+    iter_jsonl,
+    iter_records,
+    parse_json,
+    parse_json_items,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
@@ -149,3 +155,40 @@ def test_valid_surrogate_pairs_pass(tmp_path):
     path = tmp_path / "f.jsonl"
     path.write_text('{"t": "\\ud83d\\ude00 \\\\ud800"}\n', encoding="utf-8")
     assert list(iter_records(path)) == [("line 1", {"t": "\U0001F600 \\ud800"})]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["events", "id", "x"]), _JSON, min_size=1), st.sampled_from(["", " ", "\n  "]))
+def test_parse_json_items_reads_as_parse_json_and_keeps_each_items_text(doc, ws):
+    """Against parse_json: the same value or the same refusal (ints beyond int64); each item's
+    text is a span of the source that parses to that item."""
+    text = json.dumps(doc, indent=1 if ws else None)
+    try:
+        want = parse_json(text, "f", constants=True)
+    except SourceFormatError as exc:
+        with pytest.raises(SourceFormatError) as got:
+            parse_json_items(text, "f", key="events", constants=True)
+        assert str(got.value) == str(exc)
+        return
+    value, items = parse_json_items(text, "f", key="events", constants=True)
+    assert value == want
+    if isinstance(doc.get("events"), list):
+        assert items is not None and [json.loads(i) for i in items] == want["events"]
+        assert all(i in text for i in items)
+    else:
+        assert items is None
+
+
+@pytest.mark.parametrize("numeral", ["1e999", "-1E+400", "9223372036854775808", "1" + "0" * 400])
+def test_parse_json_items_refuses_the_numerals_parse_json_refuses(numeral):
+    text = '{"events": [{"n": ' + numeral + "}]}"
+    with pytest.raises(SourceFormatError, match="outside"):
+        parse_json_items(text, "f", key="events", constants=True)

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rollout_cards.errors import SourceFormatError
 from rollout_cards.importers.steps import StepBuffer, parse_timestamp
@@ -74,3 +77,12 @@ def test_timestamps_keep_their_offset_and_naive_ones_are_refused():
         parse_timestamp("2025-01-01T00:00:00", file="f", record="r")
     with pytest.raises(SourceFormatError, match="not ISO 8601"):
         parse_timestamp("yesterday", file="f", record="r")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                    timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5)), timezone(timedelta(minutes=330))])))
+def test_parse_timestamp_is_the_writers_microseconds(t):
+    from rollout_cards.io.writer import to_micros
+
+    assert parse_timestamp(t.isoformat(), file="f", record=None) == to_micros(t)
