@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,23 @@ def assert_valid(path: Path) -> None:
 @pytest.fixture
 def sources() -> Path:
     return SOURCES
+
+
+def zstd_zip(path: Path, members: dict[str, bytes]) -> Path:
+    """A zip whose members are zstd-compressed (method 93), as Inspect writes .eval logs."""
+    import zstandard
+
+    out, central = bytearray(), []
+    for filename, data in members.items():
+        packed, crc, name = zstandard.ZstdCompressor().compress(data), zlib.crc32(data), filename.encode()
+        offset = len(out)
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 63, 0, 93, 0, 0x21, crc, len(packed), len(data), len(name), 0)
+        out += name + packed
+        central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 63, 63, 0, 93, 0, 0x21, crc, len(packed),
+                                   len(data), len(name), 0, 0, 0, 0, 0, offset) + name)
+    cd_start = len(out)
+    for entry in central:
+        out += entry
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(central), len(central), len(out) - cd_start, cd_start, 0)
+    path.write_bytes(bytes(out))
+    return path

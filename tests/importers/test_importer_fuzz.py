@@ -43,10 +43,13 @@ class Seed:
     sources: list[Path]
     options: list[str] = field(default_factory=list)
     referenced: list[Path] = field(default_factory=list)
+    #: files a source is built from after a mutation (an archive's members), and the builder
+    members: list[Path] = field(default_factory=list)
+    pack: Callable[[], None] | None = None
 
     def files(self) -> list[Path]:
-        """Every regular file of the input (inside directory sources too)."""
-        out = list(self.referenced)
+        """Every regular file of the input (inside directory sources too), and the members."""
+        out = list(self.referenced) + [m for m in self.members if m.exists()]
         for s in self.sources:
             out += sorted(p for p in s.rglob("*") if p.is_file()) if s.is_dir() else [s]
         return out
@@ -189,12 +192,37 @@ def _lm_eval(into: Path) -> Seed:
     return Seed([run])
 
 
-#: format -> writes a valid seed input under the given directory. One entry per importer.
+def _inspect_eval(into: Path) -> Seed:
+    """A zstd `.eval` (method 93, as Inspect 0.3.285 writes them) of the synthetic log: a mutation
+    of a member's JSON is packed into the archive again; one of the archive's bytes is not."""
+    from tests.importers.conftest import zstd_zip
+
+    log = json.loads((SOURCES / "inspect" / "synthetic.json").read_text())
+    members_dir = into / "members"
+    (members_dir / "samples").mkdir(parents=True)
+    members = []
+    for sample in log.pop("samples"):
+        members.append(members_dir / "samples" / f"{sample['id']}_epoch_{sample['epoch']}.json")
+        members[-1].write_text(json.dumps(sample, indent=1))
+    members.append(members_dir / "header.json")
+    members[-1].write_text(json.dumps(log, indent=1))
+    archive = into / "log.eval"
+
+    def pack() -> None:
+        zstd_zip(archive, {m.relative_to(members_dir).as_posix(): m.read_bytes() for m in members if m.exists()})
+
+    pack()
+    return Seed([archive], members=members, pack=pack)
+
+
+#: key -> writes a valid seed input under the given directory: at least one entry per importer,
+#: keyed by its format (a second seed of a format is keyed "<format>:<what>").
 SEEDS: dict[str, Callable[[Path], Seed]] = {
     "atif": lambda d: Seed([_copy("atif/trajectory.json", d), _copy("atif/trajectories.jsonl", d)],
                            ["--field", "task=extra.task_id", "--field", "score.reward=extra.reward"]),
     "chat-jsonl": _chat,
     "inspect": lambda d: Seed([_copy("inspect/synthetic.json", d)]),
+    "inspect:eval-zstd": _inspect_eval,
     "swe-bench": _swe,
     "tau-bench": lambda d: Seed([_copy("tau-bench/synthetic-agent.json", d)]),
     "agentbench": _agentbench,
@@ -207,8 +235,12 @@ SEEDS: dict[str, Callable[[Path], Seed]] = {
 }
 
 
+def _format(key: str) -> str:
+    return key.split(":", 1)[0]
+
+
 def test_every_registered_importer_has_seeds():
-    missing = sorted(set(available_formats()) - set(SEEDS))
+    missing = sorted(set(available_formats()) - {_format(k) for k in SEEDS})
     assert not missing, (f"importer(s) {', '.join(missing)} have no fuzz seeds: add an entry to SEEDS in "
                          "tests/importers/test_importer_fuzz.py (a function writing a small valid input)")
 
@@ -279,13 +311,20 @@ def _mutate(inputs: Seed, kind: str, rng: random.Random) -> tuple[str, Path] | N
             victim.unlink()
         else:
             victim.write_bytes(b"")
+        _repack(inputs, victim)
         return f"{kind} {victim.name}", victim
     for victim in rng.sample(files, len(files)):
         new = MUTATIONS[kind](victim.read_bytes(), rng)
         if new is not None:
             victim.write_bytes(new)
+            _repack(inputs, victim)
             return f"{kind} in {victim.name}", victim
     return None
+
+
+def _repack(inputs: Seed, victim: Path) -> None:
+    if inputs.pack is not None and victim in inputs.members:
+        inputs.pack()
 
 
 def _check(fmt: str, what: str, inputs: Seed, out: Path, outcome: Outcome, size: int,
@@ -309,29 +348,31 @@ def _check(fmt: str, what: str, inputs: Seed, out: Path, outcome: Outcome, size:
         assert report.valid, f"{label}\nthe card does not validate: {[str(f) for f in report.findings][:5]}"
 
 
-@pytest.mark.parametrize("fmt", sorted(SEEDS))
-def test_the_unmutated_seed_imports_and_validates(fmt, tmp_path):
+@pytest.mark.parametrize("key", sorted(SEEDS))
+def test_the_unmutated_seed_imports_and_validates(key, tmp_path):
+    fmt = _format(key)
     if fmt not in available_formats():
         pytest.skip(f"{fmt} is not registered in this installation")
-    inputs = SEEDS[fmt](tmp_path)
+    inputs = SEEDS[key](tmp_path)
     outcome = _run(fmt, inputs, tmp_path / "card")
     assert outcome.code == 0, outcome.output
     _check(fmt, "seed", inputs, tmp_path / "card", outcome, 0)
 
 
 @pytest.mark.fuzz
-@pytest.mark.parametrize("fmt", sorted(SEEDS))
-def test_mutated_inputs_are_refused_cleanly_or_import_validly(fmt, tmp_path):
+@pytest.mark.parametrize("key", sorted(SEEDS))
+def test_mutated_inputs_are_refused_cleanly_or_import_validly(key, tmp_path):
+    fmt = _format(key)
     if fmt not in available_formats():
         pytest.skip(f"{fmt} is not registered in this installation")
-    rng = random.Random(f"{seed()}:{fmt}")
+    rng = random.Random(f"{seed()}:{key}")
     kinds = [*MUTATIONS, *STRUCTURAL]
     ran = 0
     for round_ in range(cases(1)):
         for kind in kinds:
             case = tmp_path / f"{round_}-{kind}"
             case.mkdir()
-            inputs = SEEDS[fmt](case)
+            inputs = SEEDS[key](case)
             size = sum(p.stat().st_size for p in inputs.files())
             mutated = _mutate(inputs, kind, rng)
             if mutated is None:

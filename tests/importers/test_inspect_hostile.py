@@ -101,3 +101,26 @@ def test_keep_going_does_not_claim_unread_samples_were_never_written(tmp_path):
     result, card = run_import("inspect", [path], tmp_path / "card", keep_going=True)
     reasons = " ".join(d.reason for d in card.manifest.drops if d.target == "episodes")
     assert "were not read" in reasons and "the others were never written" not in reasons
+
+
+@pytest.mark.parametrize("name", ["../../escape.json", "samples/../../x_epoch_1.json", "/abs/1_epoch_1.json"])
+def test_a_zip_slip_member_name_is_exit_1_naming_file_and_member(tmp_path, name):
+    path = tmp_path / "slip.eval"
+    _eval(path)
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr(name, "{}")
+    result = _import(tmp_path, path)
+    assert result.exit_code == 1, result.output
+    assert "slip.eval" in result.output and name in result.output
+    assert not (tmp_path / "card").exists() and not (tmp_path / "escape.json").exists()
+
+
+def test_a_zip_bomb_sample_is_exit_1_before_it_is_inflated(tmp_path):
+    """A member far beyond the compression-ratio cap is refused from its directory entry."""
+    path = tmp_path / "bomb.eval"
+    _eval(path)
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("samples/9_epoch_1.json", b" " * (64 << 20))  # 64 MiB of spaces deflate to ~64 KB
+    result = _import(tmp_path, path)
+    assert result.exit_code == 1, result.output
+    assert "bomb.eval" in result.output and "samples/9_epoch_1.json" in result.output, result.output

@@ -8,6 +8,7 @@ import pytest
 
 from rollout_cards.errors import SourceFormatError
 from rollout_cards.importers.zip_reader import SafeZip, ZipLimits
+from tests.importers.conftest import zstd_zip
 
 
 def _zip(path, members: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> None:
@@ -100,40 +101,10 @@ def test_a_member_larger_than_its_header_says_is_refused(tmp_path):
         archive.read("m")
 
 
-def _zstd_zip(path, members: dict[str, bytes]) -> None:
-    """A zip whose members are zstd-compressed (method 93), as Inspect writes .eval logs."""
-    import zstandard
-
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
-        for name, data in members.items():
-            zf.writestr(zipfile.ZipInfo(name, (2025, 1, 1, 0, 0, 0)), data)
-    raw = bytearray(path.read_bytes())
-    out = bytearray()
-    # rebuild: each local entry gets zstd data, method 93, and the directory is rewritten to match
-    with zipfile.ZipFile(path) as zf:
-        infos = zf.infolist()
-    central = []
-    for info in infos:
-        data = members[info.filename]
-        packed = zstandard.ZstdCompressor().compress(data)
-        offset = len(out)
-        name = info.filename.encode()
-        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 63, 0, 93, 0, 0x21, info.CRC, len(packed), len(data), len(name), 0)
-        out += name + packed
-        central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 63, 63, 0, 93, 0, 0x21, info.CRC, len(packed),
-                                   len(data), len(name), 0, 0, 0, 0, 0, offset) + name)
-    cd_start = len(out)
-    for entry in central:
-        out += entry
-    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(central), len(central), len(out) - cd_start, cd_start, 0)
-    del raw
-    path.write_bytes(bytes(out))
-
-
 def test_zstd_members_are_decoded(tmp_path):
     path = tmp_path / "z.eval"
     body = b'{"k": "' + b"v" * 100_000 + b'"}'
-    _zstd_zip(path, {"header.json": b"{}", "samples/1_epoch_1.json": body})
+    zstd_zip(path, {"header.json": b"{}", "samples/1_epoch_1.json": body})
     with SafeZip(path, "z.eval") as archive:
         assert archive.method("samples/1_epoch_1.json") == "zstd"
         assert archive.read("samples/1_epoch_1.json") == body
