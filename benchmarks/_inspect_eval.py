@@ -45,16 +45,23 @@ def _words(rng: random.Random, n: int) -> list[str]:
     return ["".join(rng.choices(_ALPHABET, k=rng.randint(2, 9))) for _ in range(n)]
 
 
-def _pad(sample: dict[str, Any], rng: random.Random, vocabulary: list[str], kb: int, key: str) -> None:
-    """Append tool events with random-word results (~kb KB) before the scoring spans."""
-    tool = next(e for e in sample["events"] if e["event"] == "tool")
-    at = max(i for i, e in enumerate(sample["events"]) if e["event"] == "tool") + 1
+def _paragraphs(rng: random.Random, n: int = 4000) -> list[str]:
+    """Random-word paragraphs of ~4 KB: a member draws a few dozen of 4,000, so within one
+    member (zstd compresses each on its own) they rarely repeat."""
+    vocabulary = _words(rng, 5000)
+    return [" ".join(rng.choices(vocabulary, k=600)) for _ in range(n)]
+
+
+def _pad(sample: dict[str, Any], rng: random.Random, paragraphs: list[str], kb: int, key: str,
+         tool: dict[str, Any]) -> None:
+    """Insert tool events with random-word results (~kb KB) after the sample's last model or tool event."""
+    at = max((i for i, e in enumerate(sample["events"]) if e["event"] in ("model", "tool")), default=0) + 1
     extra = []
     for j in range(max(1, kb // 4)):
         ev = copy.deepcopy(tool)
         ev["id"] = f"pad_{key}_{j}"
         ev["uuid"] = f"{key}-{j}"
-        ev["result"] = " ".join(rng.choices(vocabulary, k=600))  # ~4 KB
+        ev["result"] = rng.choice(paragraphs)  # ~4 KB
         extra.append(ev)
     sample["events"][at:at] = extra
 
@@ -98,7 +105,7 @@ def make_eval(path: Path, samples: int, *, pad_kb: int = 0, template: Path = TEM
         raise SystemExit(f"{template} is absent: the Inspect benchmark replicates that real log (../shared)")
     method = _zip_zstd()
     rng = random.Random(seed)
-    vocabulary = _words(rng, 5000)
+    paragraphs = _paragraphs(rng) if pad_kb else []
     with zipfile.ZipFile(template) as src:
         start = json.loads(src.read("_journal/start.json"))
         header = json.loads(src.read("header.json"))
@@ -106,6 +113,7 @@ def make_eval(path: Path, samples: int, *, pad_kb: int = 0, template: Path = TEM
         members = [json.loads(src.read(n)) for n in names]
         summaries = {(s["id"], s["epoch"]): s for s in json.loads(src.read("summaries.json"))}
     epochs = max(m["epoch"] for m in members)
+    tool = next(e for m in members for e in m["events"] if e["event"] == "tool")
     by_id: dict[str, dict[int, dict[str, Any]]] = {}
     for m in members:
         by_id.setdefault(m["id"], {})[m["epoch"]] = m
@@ -127,7 +135,7 @@ def make_eval(path: Path, samples: int, *, pad_kb: int = 0, template: Path = TEM
                 sample = copy.deepcopy(source)
                 sample["id"], sample["uuid"] = sid, f"u{seed}-{sid}-{epoch}"
                 if pad_kb:
-                    _pad(sample, rng, vocabulary, pad_kb, f"{sid}_{epoch}")
+                    _pad(sample, rng, paragraphs, pad_kb, f"{sid}_{epoch}", tool)
                 zf.writestr(f"samples/{sid}_epoch_{epoch}.json", json.dumps(sample))
                 written[(sid, epoch)] = {"scores": sample.get("scores")}
                 summary = dict(summaries.get((source["id"], epoch), {}), id=sid, uuid=sample["uuid"])
