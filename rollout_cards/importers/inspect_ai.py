@@ -186,7 +186,8 @@ def _provenance(session: ImportSession, log: InspectLog, agent: str) -> None:
     spec = log.spec
     packages = spec.get("packages") if isinstance(spec.get("packages"), dict) else {}
     session.add_packages({k: str(v) for k, v in packages.items()})
-    session.set_software("harness", Software(name="inspect_ai", version=packages.get("inspect_ai")))
+    version = packages.get("inspect_ai")
+    session.set_software("harness", Software(name="inspect_ai", version=None if version is None else str(version)))
     parameters = {k: spec[k] for k in ("model_args", "model_generate_config", "model_roles", "config") if spec.get(k)}
     session.add_agent({"name": agent, "model": spec["model"], "parameters": parameters})
 
@@ -197,8 +198,8 @@ def _environment(log: InspectLog) -> Software:
     return Software(
         name=log.task,
         version=None if spec.get("task_version") is None else str(spec["task_version"]),
-        url=revision.get("origin"),
-        revision=revision.get("commit"),
+        url=_text(revision.get("origin")),
+        revision=_text(revision.get("commit")),
     )
 
 

@@ -212,7 +212,7 @@ def _model(
                  input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=payload)
         return
     text = message_text(message.get("content"), attachments) if isinstance(message, dict) else None
-    line.put("add", t, kind="message", role="assistant", name=ev.get("model"), content=text,
+    line.put("add", t, kind="message", role="assistant", name=_str(ev.get("model")), content=text,
              input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=payload)
 
 

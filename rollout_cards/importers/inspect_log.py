@@ -84,8 +84,9 @@ class InspectLog:
         self.header = header
         self.samples = samples
         spec = header.get("eval")
-        if not isinstance(spec, dict) or not isinstance(spec.get("task"), str) or not isinstance(spec.get("model"), str):
-            raise SourceFormatError("is not an Inspect log: its header has no eval.task and eval.model", file=str(path))
+        if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) and spec[k] for k in ("task", "model")):
+            raise SourceFormatError("is not an Inspect log: its header has no eval.task and eval.model (non-empty "
+                                    "strings)", file=str(path))
         self.spec: dict[str, Any] = spec
         self.task: str = spec["task"]
         self.task_run: str = str(spec.get("task_id") or spec.get("eval_id") or spec.get("run_id") or "")

@@ -124,3 +124,21 @@ def test_a_zip_bomb_sample_is_exit_1_before_it_is_inflated(tmp_path):
     result = _import(tmp_path, path)
     assert result.exit_code == 1, result.output
     assert "bomb.eval" in result.output and "samples/9_epoch_1.json" in result.output, result.output
+
+
+@pytest.mark.parametrize(("field", "value"), [("model", 12), ("origin", 7), ("commit", ["x"])])
+def test_a_wrong_type_in_a_text_field_is_never_an_internal_error(tmp_path, field, value):
+    """Fuzz counterexample (RCARD_FUZZ_SCALE=20, wrong-type): a model event's `model` of 12 reached
+    the steps' name column as an int (ArrowTypeError, exit 2); a non-text revision likewise."""
+    log = json.loads(SYNTHETIC.read_text())
+    if field == "model":
+        event = next(e for s in log["samples"] for e in s["events"] if e["event"] == "model")
+        event["model"] = value
+    else:
+        log["eval"].setdefault("revision", {"type": "git"})[field] = value
+    path = tmp_path / "typed.json"
+    path.write_text(json.dumps(log))
+    result = _import(tmp_path, path)
+    assert result.exit_code in (0, 1) and "internal error" not in result.output, result.output
+    if result.exit_code == 1:
+        assert "typed.json" in result.output
