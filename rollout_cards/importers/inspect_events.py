@@ -44,7 +44,8 @@ def resolve_attachment(text: Any, attachments: dict[str, str]) -> Any:
     if isinstance(text, str):
         for prefix in _PREFIXES:
             if text.startswith(prefix):
-                return attachments.get(text[len(prefix) :], text)
+                found = attachments.get(text[len(prefix) :])
+                return found if isinstance(found, str) else text  # an attachment is text; else keep the reference
     return text
 
 
@@ -202,7 +203,7 @@ def _model(
     choices = output.get("choices") or []
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
     if isinstance(message, dict):
-        seen[_message_key({"role": "assistant", **message})] += 1
+        seen[_message_key({**message, "role": "assistant"})] += 1  # an output message is the assistant's
     usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
     cost = usage.get("total_cost")
     cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None

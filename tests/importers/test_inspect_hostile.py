@@ -126,14 +126,22 @@ def test_a_zip_bomb_sample_is_exit_1_before_it_is_inflated(tmp_path):
     assert "bomb.eval" in result.output and "samples/9_epoch_1.json" in result.output, result.output
 
 
-@pytest.mark.parametrize(("field", "value"), [("model", 12), ("origin", 7), ("commit", ["x"])])
+@pytest.mark.parametrize(("field", "value"), [("model", 12), ("model", True), ("origin", 7), ("commit", ["x"]),
+                                            ("role", [1, {}]), ("role", {"a": [None]}), ("attachment", [1, {}])])
 def test_a_wrong_type_in_a_text_field_is_never_an_internal_error(tmp_path, field, value):
-    """Fuzz counterexample (RCARD_FUZZ_SCALE=20, wrong-type): a model event's `model` of 12 reached
-    the steps' name column as an int (ArrowTypeError, exit 2); a non-text revision likewise."""
+    """Fuzz counterexamples (RCARD_FUZZ_SCALE=20, wrong-type): a model event's `model` of 12 reached
+    the steps' name column as an int (ArrowTypeError, exit 2); an output message's role [1, {}] was
+    hashed (TypeError); an attachment that is not text became task.input (exit 2); a non-text
+    revision likewise."""
     log = json.loads(SYNTHETIC.read_text())
+    event = next(e for s in log["samples"] for e in s["events"] if e["event"] == "model")
     if field == "model":
-        event = next(e for s in log["samples"] for e in s["events"] if e["event"] == "model")
         event["model"] = value
+    elif field == "role":
+        event["output"]["choices"][0]["message"]["role"] = value
+    elif field == "attachment":
+        sample = next(s for s in log["samples"] if s.get("attachments"))
+        sample["attachments"][next(iter(sample["attachments"]))] = value
     else:
         log["eval"].setdefault("revision", {"type": "git"})[field] = value
     path = tmp_path / "typed.json"
