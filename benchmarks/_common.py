@@ -16,8 +16,17 @@ WORK = Path(__file__).resolve().parent / "_work"
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident set size of this process in MiB: Linux's VmHWM, the high-water mark of this
+    program's memory (ru_maxrss also counts the parent's RSS that a child had before its exec, so a
+    child of a large benchmark process would report the parent's size)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def run_child(script: Path, *args: str) -> dict[str, Any]:

@@ -124,6 +124,8 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
     if mode in ("inspect-read", "inspect-accuracy"):
         from inspect_ai.log import read_eval_log
         from inspect_ai.scorer import value_to_float
+    else:
+        import scipy.special  # noqa: F401 - loaded lazily by the t intervals; module loading is not timed on either side
 
     if mode == "inspect-import":
         shutil.rmtree(out, ignore_errors=True)
