@@ -94,10 +94,6 @@ def parse_json_items(
     decoder = _CONSTANTS_DECODER if constants else _DECODER
     try:
         text = data if isinstance(data, str) else data.decode("utf-8")
-        if _RISKY_NUMERAL.search(text) is None:
-            # no integer of 19+ digits and no 3-digit exponent: every numeral is within int64 /
-            # finite, so the strict number hooks would accept each one; skip their per-number cost
-            decoder = _PLAIN_CONSTANTS if constants else _PLAIN
         value, items = _object_items(text, key, decoder)
     except (ValueError, IndexError, StopIteration, RecursionError):
         return parse_json(data, name, record, constants=constants), None
@@ -105,11 +101,6 @@ def parse_json_items(
     if problem is not None:
         raise SourceFormatError(f"is not valid JSON: {problem}", file=name, record=record)
     return value, items
-
-
-_RISKY_NUMERAL = re.compile(r"[0-9]{19}|[eE][-+]?[0-9]{3}")
-_PLAIN_CONSTANTS = json.JSONDecoder()
-_PLAIN = json.JSONDecoder(parse_constant=reject_constant)
 
 
 def _object_items(text: str, key: str, decoder: json.JSONDecoder) -> tuple[dict[str, Any], list[str] | None]:
