@@ -60,9 +60,10 @@ _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 _REDUCERS = {"mean": "mean", "median": "median", "max": "max", "mode": "mode"}
 #: Inspect metrics a rule replays, and the rule's statistic (Inspect's std/var/stderr use n − 1).
 _STATISTICS = {"accuracy": "mean", "mean": "mean", "std": "std", "var": "var", "stderr": "stderr"}
-#: The published number of a spread metric is its point value; its bootstrap interval is secondary,
-#: so 1,000 resamples (not the default 10,000) keep `rcard rescore` of a large log fast.
-_INTERVALS = {True: {"method": "auto", "level": 0.95}, False: {"method": "bootstrap", "level": 0.95, "resamples": 1000}}
+#: The published number of a spread metric is its point value; its (auto: bootstrap) interval is
+#: secondary, so 1,000 resamples (not the default 10,000) keep `rcard rescore` of a large log fast.
+#: auto, not bootstrap: constant scores (Inspect's stderr 0.0) give an undefined interval, not a failed rule.
+_INTERVALS = {True: {"method": "auto", "level": 0.95}, False: {"method": "auto", "level": 0.95, "resamples": 1000}}
 _STATISTIC_TEXT = {"mean": "mean of", "std": "sample standard deviation (n − 1) of",
                    "var": "sample variance (n − 1) of", "stderr": "standard error of the mean (std / √n) of"}
 
