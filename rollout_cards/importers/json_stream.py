@@ -97,7 +97,7 @@ def parse_json_items(
         value, items = _object_items(text, key, decoder)
     except (ValueError, IndexError, StopIteration, RecursionError):
         return parse_json(data, name, record, constants=constants), None
-    problem = _surrogate_problem(text, 0, len(text), value)
+    problem = _surrogate_problem(text, 0, len(text), value, from_utf8=not isinstance(data, str))
     if problem is not None:
         raise SourceFormatError(f"is not valid JSON: {problem}", file=name, record=record)
     return value, items
