@@ -110,7 +110,8 @@ def headline(
         undefined = undefined_interval(method, level, units.n, units.n_units, REASON_ONE_UNIT)
         return CellSummary(None, undefined, None, (f"the {statistic} of {where} is undefined: 1 unit of {unit}",))
     value = units.mean if statistic == "mean" else aggregate(units.unit_means, statistic)
-    successes = int(round(units.total)) if is01 else None
+    # a count of successes describes a mean of 0/1 scores, not their spread (std/var/stderr)
+    successes = int(round(units.total)) if is01 and statistic not in SPREAD_STATISTICS else None
     if method in ("wilson", "clopper_pearson"):
         if statistic != "mean":
             raise RuleError(

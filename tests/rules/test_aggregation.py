@@ -134,3 +134,12 @@ def test_spread_headlines_are_over_the_unit_values(tmp_path, statistic):
     assert heads["a"].interval.method == "bootstrap" and heads["a"].interval.defined
     assert heads["solo"].value is None and not heads["solo"].interval.defined
     assert any("undefined" in w for w in heads["solo"].warnings)
+
+
+def test_a_spread_of_all_correct_scores_is_zero_not_a_count_of_successes(tmp_path):
+    # Inspect's stderr of all-correct samples is 0.0: the headline is that number, not "n/n" with a
+    # zero-event bound (which describes a mean of 0/1 scores; `rcard export eee` reads `successes`).
+    rows = [episode(i, task_id=f"t{i}", **{"score.ok": 1.0}) for i in range(8)]
+    run = apply_rule(build_card(tmp_path / "c", rows), rule(score="score.ok", aggregate={"statistic": "stderr"}))
+    head = run.results[0]
+    assert head.value == 0.0 and head.successes is None and not head.zero_events
