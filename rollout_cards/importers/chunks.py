@@ -5,6 +5,11 @@ column may widen to float), refuses a repeated episode id, derives `n_steps`, an
 writes a chunk whenever it holds `chunk_episodes` episodes or `chunk_steps` steps —
 so memory is bounded by the chunk. A column that is null in a whole chunk is left
 out of that chunk (finalize fills it with nulls of the column's type).
+
+An episode's `episode_id`, `task_id` and `agent` are at most `MAX_LABEL_CHARS`
+characters: drop selectors, redaction specs and rules' groups name episodes by them in
+expressions of at most 10,000 characters, so a longer one (a mutated source's 3 MiB
+string in a name field) could never be selected; it is refused at its record.
 """
 
 from __future__ import annotations
@@ -29,7 +34,11 @@ from ..tables import (
 )
 from .steps import StepBuffer
 
-__all__ = ["ChunkedTables"]
+__all__ = ["MAX_LABEL_CHARS", "ChunkedTables"]
+
+#: Longest episode_id, task_id or agent an import accepts, in characters.
+MAX_LABEL_CHARS = 4096
+_LABELS = ("agent", "task_id", "episode_id")  # the agent first: ids are often built from it
 
 _STATUSES = frozenset(s.value for s in TerminalStatus)
 _STANDARD = {c.name: c for c in EPISODE_COLUMNS}
@@ -111,6 +120,12 @@ class ChunkedTables:
             raise ValueError(f"unknown status {status!r}")
         if not isinstance(row.get("task_id"), str) or not row["task_id"]:
             raise steps.error("the record has no task id")
+        for label in _LABELS:
+            value = row.get(label)
+            if isinstance(value, str) and len(value) > MAX_LABEL_CHARS:
+                raise steps.error(f"{label} is {len(value):,} characters long ({value[:40]!r}…), more than the "
+                                  f"{MAX_LABEL_CHARS:,} an episode's id, task id or agent may have; a name field of "
+                                  "the source holds something else")
         out: dict[str, Any] = {}
         for column, value in row.items():
             if column in _STANDARD:

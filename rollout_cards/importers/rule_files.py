@@ -7,6 +7,7 @@ only lays the document out (`rule`, `version`, `kind`, `description`, `select`,
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,10 +18,20 @@ __all__ = ["TOLERANCE", "rule_document", "rule_id_part"]
 TOLERANCE = 1e-6
 
 
+#: Longest segment `rule_id_part` makes: a rule id is at most 128 characters and importers
+#: join three or four segments taken from the source's names.
+MAX_PART = 32
+
+
 def rule_id_part(text: str) -> str:
-    """`text` made into one segment of a dotted rule id (letters, digits, _ and -)."""
+    """`text` made into one segment of a dotted rule id (letters, digits, _ and -); a longer
+    one keeps its first characters and ends with 8 hex digits of its sha256 (so it stays unique)."""
     part = re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_-") or "x"
-    return part if re.match(r"[A-Za-z0-9_]", part) else f"_{part}"
+    part = part if re.match(r"[A-Za-z0-9_]", part) else f"_{part}"
+    if len(part) > MAX_PART:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        part = f"{part[:MAX_PART - 9]}_{digest}"
+    return part
 
 
 def rule_document(

@@ -13,6 +13,15 @@ writer in the same parent, which sweeps it away (`io.staging.sweep_stale`). It
   `source_malformed` drop per file with their count (otherwise the first bad
   record stops the import with an error naming the file and the record);
 - declares rules (`add_rule`), artifacts, drops, provenance, plan and notes.
+
+Source values reach the rule files, drop selectors and card.json the session writes
+(a model name becomes a rule's reported group, task names its `select`, ids a drop's
+selector). Each of those has a limit a reader enforces, so the session checks them
+before writing, for every importer: a rule value over the YAML scalar limit or an
+expression over the expression limit, and a card.json over its size limit, are a
+`SourceFormatError` naming the sources and the place; a drop selector over the
+expression limit is left out (the drop then covers its count, like an importer's
+selector over too many ids) and the reason says so.
 """
 
 from __future__ import annotations
@@ -34,15 +43,20 @@ from ..errors import ImporterError, SourceFormatError, WriterError
 from ..io import staging
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_file
+from ..io.manifest import MAX_MANIFEST_BYTES
 from ..io.targets import refuse_link
 from ..io.writer import CardWriter
-from ..model.card import AgentInfo, Drop, Plan, Provenance, Software, SourceFile
+from ..model.card import MAX_RULE_ID, AgentInfo, Drop, Plan, Provenance, Software, SourceFile
+from ..rules.expressions import MAX_LENGTH as MAX_EXPRESSION_CHARS
+from ..yamldoc import MAX_SCALAR_CHARS
 from .chunks import ChunkedTables
 from .steps import StepBuffer
 
 __all__ = ["ImportResult", "ImportSession", "MalformedRecord"]
 
 _SHOWN_BAD = 5
+#: Keys of a rule document whose values are expressions (a mapping's values for `features`).
+_EXPRESSION_KEYS = frozenset(("select", "score", "features"))
 
 
 @dataclass(frozen=True)
@@ -271,7 +285,22 @@ class ImportSession:
 
     # -- rules, artifacts, drops ----------------------------------------------------------------
     def add_rule(self, doc: Mapping[str, Any]) -> str:
-        """Write a rule (a dict in the rule-file layout) to rules/<id>.yaml; returns its id."""
+        """Write a rule (a dict in the rule-file layout) to rules/<id>.yaml; returns its id.
+
+        A value the sources put in it that no rule file can hold (a scalar over the YAML
+        limit, an expression over the expression limit) is a SourceFormatError, checked
+        before the document is rendered (PyYAML takes minutes over a 3 MiB scalar)."""
+        rule_id = doc.get("rule")
+        if isinstance(rule_id, str) and len(rule_id) > MAX_RULE_ID:
+            raise SourceFormatError(
+                f"the rule id {rule_id[:80]!r}… built from the source's names is {len(rule_id):,} characters, more "
+                f"than the {MAX_RULE_ID} a rule id may have", file=self._source_names())
+        for where, value, limit, what in _rule_values(doc):
+            if len(value) > limit:
+                raise SourceFormatError(
+                    f"the rule {str(doc.get('rule'))[:80]!r} built from the sources would hold {what} of "
+                    f"{len(value):,} characters at {where} ({_excerpt(value)}), more than the limit of {limit:,}; "
+                    "a name, task or metric of the source is that long", file=self._source_names())
         text = yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
         rule_id = self._writer.add_rule(f"rules/{doc.get('rule')}.yaml", text=text)
         self._rules.append({"rule": rule_id, "kind": doc.get("kind"), "reported": doc.get("reported", [])})
@@ -282,7 +311,14 @@ class ImportSession:
         return self._writer.add_artifact(data)
 
     def add_drop(self, **fields: Any) -> None:
-        """Declare something the card does not contain (fields of `Drop`)."""
+        """Declare something the card does not contain (fields of `Drop`). A selector longer
+        than an expression may be is left out, and the reason says so."""
+        selector = fields.get("selector")
+        if isinstance(selector, str) and len(selector) > MAX_EXPRESSION_CHARS:
+            fields = {**fields, "selector": None,
+                      "reason": f"{fields.get('reason', '')} (the selector naming these rows would be "
+                      f"{len(selector):,} characters, more than an expression may be ({MAX_EXPRESSION_CHARS:,}); "
+                      "it is left out)".lstrip()}
         drop = Drop.model_validate(fields)
         self._writer.add_drop(drop)
         self._drops.append(drop)
@@ -353,6 +389,12 @@ class ImportSession:
             manifest = refresh_manifest(self._tmp, **changes)
         except ValueError as exc:  # pydantic: the importer built an invalid header
             raise ImporterError(f"the imported card's manifest is invalid: {exc}") from None
+        size = (self._tmp / "card.json").stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise SourceFormatError(
+                f"the card's card.json would be {size:,} bytes, more than readers accept ({MAX_MANIFEST_BYTES:,}): "
+                "the header values taken from the sources (metadata, agents, drops' reasons) are that large",
+                file=self._source_names())
         self._move_into_place()
         self._done = True
         return ImportResult(
@@ -397,12 +439,41 @@ class ImportSession:
             staging.release_sibling(self._tmp)
             self._remove_made_parents()
 
+    def _source_names(self) -> str:
+        """The sources read so far, for an error about a value the session cannot place in one."""
+        names = [s.name for s in self._sources]
+        return ", ".join(names[:3]) + (f" (and {len(names) - 3} more)" if len(names) > 3 else "") or "the sources"
+
     def _remove_made_parents(self) -> None:
         for parent in reversed(self._made_parents):
             try:
                 parent.rmdir()
             except OSError:
                 break
+
+
+def _rule_values(doc: Mapping[str, Any]) -> Iterator[tuple[str, str, int, str]]:
+    """(place, text, limit, what) of every string of a rule document, keys included."""
+    def walk(value: Any, where: str, expression: bool) -> Iterator[tuple[str, str, int, str]]:
+        if isinstance(value, str):
+            if expression:
+                yield where, value, MAX_EXPRESSION_CHARS, "an expression"
+            yield where, value, MAX_SCALAR_CHARS, "a value"
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    yield f"{where}.{key[:40]}" if where else key[:40], key, MAX_SCALAR_CHARS, "a key"
+                yield from walk(item, f"{where}.{str(key)[:40]}" if where else str(key)[:40],
+                                expression or (not where and key in _EXPRESSION_KEYS))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                yield from walk(item, f"{where}[{i}]", expression)
+
+    return walk(doc, "", False)
+
+
+def _excerpt(text: str) -> str:
+    return repr(text[:40]) + ("…" if len(text) > 40 else "")
 
 
 def _reason(exc: SourceFormatError) -> str:

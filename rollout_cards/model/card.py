@@ -34,6 +34,7 @@ __all__ = [
     "Drop",
     "DropAction",
     "FileEntry",
+    "MAX_RULE_ID",
     "Inventory",
     "PersonalData",
     "Plan",
@@ -48,7 +49,10 @@ __all__ = [
 
 SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 CARD_ID = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
-RULE_ID = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$", max_length=128)]
+#: Longest rule id, in characters.
+MAX_RULE_ID = 128
+RULE_ID = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$",
+                               max_length=MAX_RULE_ID)]
 
 
 #: The longest file or directory name (in UTF-8 bytes) the common file systems store (NAME_MAX):

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -112,6 +113,30 @@ def test_bad_sample_lines_name_file_line_and_field(tmp_path, line, needle):
     assert needle in str(err.value) and "samples_polymer" in str(err.value)
     result, _ = run_import("lm-eval", [root], tmp_path / "kept", keep_going=True)
     assert result.episodes == 1 and len(result.malformed) == 1
+
+
+def test_a_group_name_too_long_for_a_rule_file_is_a_source_error_named_quickly(tmp_path):
+    # A results file's group name goes into the rule the importer declares (description,
+    # select); over the YAML scalar limit the writer's strict reading refused the rule
+    # (WriterError, exit 2) after PyYAML spent minutes rendering and scanning it.
+    name = "g" * 70_000
+    root = _write_run(tmp_path / "run", ['{"doc_id": 0, "metrics": ["acc"], "acc": 1}'],
+                      {"results": {name: {"acc,none": 1.0}}, "group_subtasks": {name: ["polymer"]}})
+    started = time.perf_counter()
+    with pytest.raises(SourceFormatError) as err:
+        run_import("lm-eval", [root], tmp_path / "card")
+    assert time.perf_counter() - started < 10
+    message = str(err.value)
+    assert "results_2025" in message and "characters at description" in message and "65,536" in message
+    assert not (tmp_path / "card").exists()
+
+
+def test_a_model_name_too_long_to_select_is_refused_at_its_record(tmp_path):
+    # The fuzzer's 3 MiB string in results' model_name became every episode's agent and id.
+    root = _write_run(tmp_path / "run", ['{"doc_id": 0, "metrics": ["acc"], "acc": 1}'], {"model_name": "m" * 5000})
+    with pytest.raises(SourceFormatError) as err:
+        run_import("lm-eval", [root], tmp_path / "card")
+    assert "samples_polymer" in str(err.value) and "line 1" in str(err.value) and "agent is 5,000" in str(err.value)
 
 
 def test_metric_values_read_numbers_from_strings_and_flag_non_finite():

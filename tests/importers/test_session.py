@@ -150,3 +150,83 @@ def test_parents_made_for_the_output_are_removed_on_failure(tmp_path):
     with pytest.raises(WriterError):
         _session(tmp_path / "x" / "card", license="not a license")
     assert list(tmp_path.iterdir()) == []
+
+
+def _rule(**over):
+    from rollout_cards.importers.rule_files import rule_document
+
+    doc = dict(rule="t.mean", kind="original", description="mean of x", score="score.x",
+               on_status={"completed": "score"}, on_missing="exclude",
+               aggregate={"statistic": "mean", "group_by": ["agent"], "unit": "task_id"},
+               reported=[{"group": {"agent": "a"}, "value": 1.0}])
+    return rule_document(**{**doc, **over})
+
+
+@pytest.mark.parametrize(("over", "needle"), [
+    ({"reported": [{"group": {"agent": "a" * 70_000}, "value": 1.0}]}, "reported[0].group.agent"),
+    ({"description": "d" * 70_000}, "at description"),
+    ({"select": "task.name in ['" + "n" * 20_000 + "']"}, "an expression of 20,0"),
+    ({"features": {"f": "len(" + "x" * 12_000 + ")"}}, "features.f"),
+    ({"rule": "t." + "r" * 200}, "rule id"),
+])
+def test_a_rule_value_no_rule_file_can_hold_is_a_source_error(tmp_path, over, needle):
+    session = _session(tmp_path / "card")
+    session.add_source(_source(tmp_path), "test")
+    with pytest.raises(SourceFormatError) as err:
+        session.add_rule(_rule(**over))
+    assert needle in str(err.value) and "src.json" in str(err.value)
+    assert not list(session._tmp.glob("rules/*"))  # refused before anything was written
+    session.abort()
+
+
+def _source(tmp_path):
+    path = tmp_path / "src.json"
+    path.write_text("{}")
+    return path
+
+
+def test_a_long_selector_is_left_out_and_said_so(tmp_path):
+    session = _session(tmp_path / "card")
+    _episode(session, 0)
+    ids = [f"missing-{i:05d}-" + "x" * 40 for i in range(300)]
+    session.add_drop(target="episodes", action="unobserved", declaration="source_missing", loss_class="missing",
+                     reason="300 episodes are missing", count=300,
+                     selector="episode_id in [" + ", ".join(f"'{i}'" for i in ids) + "]")
+    session.finish()
+    from rollout_cards.validate import validate
+
+    assert validate(tmp_path / "card").valid
+    drop = next(d for d in rc.open(tmp_path / "card").manifest.drops if d.loss_class == "missing")
+    assert drop.selector is None and drop.count == 300
+    assert drop.reason.startswith("300 episodes are missing (the selector") and "it is left out" in drop.reason
+
+
+@pytest.mark.parametrize("label", ["episode_id", "task_id", "agent"])
+def test_a_label_too_long_for_any_expression_is_refused_at_its_record(tmp_path, label):
+    session = _session(tmp_path / "card")
+    long = "z" * 4097
+    steps = StepBuffer(long if label == "episode_id" else "e", file="src.json", record="7")
+    row = {"episode_id": "e", "task_id": "t", "agent": "a", "status": "completed", label: long}
+    with pytest.raises(SourceFormatError) as err:
+        session.add_episode(row, steps)
+    assert f"src.json, record 7: {label} is 4,097 characters" in str(err.value)
+    at_limit = "z" * 4096
+    session.add_episode({**row, label: at_limit}, StepBuffer(at_limit if label == "episode_id" else "e",
+                                                             file="src.json", record="8"))
+    assert session.episodes_written == 1
+    session.abort()
+
+
+def test_a_card_json_over_the_reader_limit_is_a_source_error(tmp_path, monkeypatch):
+    from rollout_cards.importers import session as session_module
+
+    monkeypatch.setattr(session_module, "MAX_MANIFEST_BYTES", 50_000)
+    session = _session(tmp_path / "card")
+    session.add_source(_source(tmp_path), "test")
+    _episode(session, 0)
+    session.set_meta("source_header", {"notes": "n" * 60_000})
+    with pytest.raises(SourceFormatError) as err:
+        session.finish()
+    assert "card.json would be" in str(err.value) and "src.json" in str(err.value)
+    session.abort()
+    assert not (tmp_path / "card").exists()

@@ -87,3 +87,19 @@ def test_bad_trajectories_name_file_and_field(tmp_path, doc, needle):
     with pytest.raises(SourceFormatError) as err:
         run_import("swe-agent", [src], tmp_path / "card")
     assert needle in str(err.value) and "bad.traj" in str(err.value)
+
+
+def test_a_prediction_id_too_long_for_a_selector_leaves_the_selector_out_and_the_card_valid(tmp_path):
+    # Fuzzer counterexample (huge-line in all_preds.jsonl): the missing prediction's 3 MiB
+    # instance id went into the drop's selector, longer than any expression may be, and the
+    # imported card did not validate (drop-selector-invalid).
+    run = tmp_path / "run"
+    (run / "a").mkdir(parents=True)
+    (run / "a" / "a.traj").write_text(json.dumps({"info": {"exit_status": "submitted", "submission": "d"},
+                                                  "history": []}))
+    (run / "all_preds.jsonl").write_text("\n".join(json.dumps({"instance_id": i, "model_name_or_path": "m",
+                                                               "model_patch": "d"}) for i in ("a", "b" * 20_000)))
+    _, card = run_import("swe-agent", [run], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    drop = next(d for d in card.manifest.drops if d.target == "episodes")
+    assert drop.count == 1 and drop.selector is None and "it is left out" in drop.reason
