@@ -1,7 +1,24 @@
-"""`python -m rollout_cards` runs the `rcard` command line."""
+"""The `rcard` console script, also run by `python -m rollout_cards`.
+
+The signal handlers are installed before the command line's modules are imported, so
+Ctrl-C or SIGTERM while they load exits 130 / 143 with one line, like anywhere else
+(`interrupts`).
+"""
 
 import sys
 
-from .cli import main
+from . import interrupts
 
-sys.exit(main())
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `rcard` console script; returns the exit code."""
+    interrupts.install()
+    try:
+        from .cli import main as cli_main
+    except KeyboardInterrupt:
+        return interrupts.finish(interrupts.exit_code())
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,6 @@ import errno
 import importlib
 import os
 import re
-import signal
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -21,6 +20,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from .. import interrupts
 from ..errors import (
     CardFormatError,
     PathError,
@@ -35,8 +35,6 @@ from ..errors import (
 __all__ = ["EXIT_INTERNAL", "EXIT_INVALID", "EXIT_OK", "app", "fail", "main", "printable", "run"]
 
 EXIT_OK, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2
-#: The signal that stopped the command (set by `main`'s handlers), for its exit code 128 + n.
-_stopped_by: list[int] = []
 
 app = typer.Typer(
     name="rcard",
@@ -124,9 +122,9 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except RolloutCardError as exc:
         fail(str(exc), EXIT_INTERNAL)
     except KeyboardInterrupt:
-        # Raised by Ctrl-C, or by main's SIGTERM handler: every cleanup on the way up has run.
-        signum = _stopped_by[0] if _stopped_by else signal.SIGINT
-        fail(f"stopped by {signal.Signals(signum).name}; nothing was left half-written", 128 + signum)
+        # Raised by Ctrl-C, or by the SIGTERM handler: every cleanup on the way up has run.
+        interrupts.report()
+        raise typer.Exit(interrupts.exit_code()) from None
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a bare traceback
         if os.environ.get("RCARD_DEBUG"):
             raise
@@ -160,14 +158,6 @@ for _name in _COMMANDS:
     except ModuleNotFoundError as _exc:
         if _exc.name != f"{__name__}.{_name}":
             raise
-
-
-def _stop(signum: int, frame: Any) -> None:  # noqa: ARG001
-    """SIGINT and SIGTERM (what CI timeouts send) unwind like Ctrl-C, so an import removes
-    its staging directory and a writer records the interruption before the exit."""
-    if not _stopped_by:
-        _stopped_by.append(signum)
-    raise KeyboardInterrupt
 
 
 #: One example per command, shown at the end of its --help (commands added later without one
@@ -232,20 +222,21 @@ def cli_command() -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `rcard` console script."""
+    """Run `rcard` with `argv`; returns the exit code (`rollout_cards.__main__.main` is the
+    console script: it installs the signal handlers before this module is imported)."""
+    interrupts.install()
     try:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, _stop)
-    except ValueError:
-        pass  # not the main thread: signals keep their handlers
+        code = _main(argv)
+    except KeyboardInterrupt:  # outside run() and outside click (which turns one into exit 130)
+        code = interrupts.exit_code()
+    return interrupts.finish(code)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         cli_command()(args=argv, prog_name="rcard", standalone_mode=True)
     except SystemExit as exc:
-        if _stopped_by:  # click turns a KeyboardInterrupt outside run() into "Aborted!" and exit 1
-            return 128 + _stopped_by[0]
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_INTERNAL
-    except KeyboardInterrupt:
-        return 128 + (_stopped_by[0] if _stopped_by else signal.SIGINT)
     except Exception as exc:  # noqa: BLE001 - rendering or argument handling outside run()
         if os.environ.get("RCARD_DEBUG"):
             raise
