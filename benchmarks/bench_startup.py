@@ -97,8 +97,8 @@ def main() -> None:
     import importlib.util
 
     if importlib.util.find_spec("pandas") is not None:
-        print("pandas is installed here: pyarrow imports it on the first pa.array() of a Python list (an import "
-              "of ~0.3 s in every command that builds an array; the baseline builds none)")
+        print("pandas is installed here: pyarrow would import it on its first conversion of a Python object "
+              "(~0.6 s); rcard commands other than import and --engine ray keep it out (cli/without_pandas.py)")
     for args_ in (["--version"], ["--help"]):
         heavy = sorted(m for m in loaded_modules(args_) if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
         print(f"rcard {' '.join(args_)} loads: {', '.join(heavy) if heavy else 'none of ' + ', '.join(HEAVY)}")

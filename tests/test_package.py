@@ -39,6 +39,26 @@ def test_version_and_help_load_nothing_heavy(args, allowed):
     assert heavy == []
 
 
+def test_validating_a_card_without_rules_loads_no_jsonschema_yaml_or_pandas():
+    """pyarrow imports pandas on its first conversion when pandas is installed (cli/without_pandas.py
+    keeps it out); jsonschema runs only for a card.json the model refuses; PyYAML only for rules."""
+    pytest.importorskip("pandas", reason="the pandas half needs pandas installed (the test extra has it)")
+    code = ("from rollout_cards.cli import main\ncode = main(['validate', 'fixtures/cards/minimal'])\n"
+            "assert code == 0, code")
+    loaded = _modules_after(code)
+    assert "rollout_cards.validate" in loaded  # it did validate
+    assert sorted(m for m in loaded if m.split(".")[0] in {"pandas", "jsonschema", "yaml"}) == []
+
+
+def test_pandas_stays_usable_after_a_command():
+    """The block is lifted when the command ends: pyarrow's pandas entry points work again."""
+    pytest.importorskip("pandas", reason="needs pandas")
+    code = ("from rollout_cards.cli import main\nmain(['validate', 'fixtures/cards/minimal'])\n"
+            "import pyarrow as pa\nassert pa.table({'a': [1, 2]}).to_pandas()['a'].sum() == 3\n"
+            "import pandas\nassert pa.array(pandas.Series([1.5, None])).null_count == 1")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+
+
 def test_import_is_lazy_and_every_public_name_resolves():
     assert _heavy(_modules_after("import rollout_cards")) == []
     for name in rc.__all__:

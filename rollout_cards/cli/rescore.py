@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import ADDRESS_HELP, ENGINE_HELP, Engine, app, paths_or_uris, run
+from . import ADDRESS_HELP, ENGINE_HELP, Engine, app, paths_or_uris, run, without_pandas
 
 
 class Adjustment(StrEnum):
@@ -67,6 +67,8 @@ def rescore(
     """Replay the card's rules and alternative rules on the same episodes: headlines per
     group, paired differences against the declared rules (with p-values adjusted as one
     family), rank changes (flips inside the noise labelled), and ranks with intervals."""
+    if engine is Engine.ray:  # before anything converts: Ray's driver uses pandas
+        without_pandas.unblock()
     from ..rules.render import render
 
     report = run(

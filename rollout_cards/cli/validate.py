@@ -9,7 +9,17 @@ from typing import Annotated
 
 import typer
 
-from . import ADDRESS_HELP, ENGINE_HELP, EXIT_INTERNAL, Engine, app, fail, paths_or_uris, run
+from . import (
+    ADDRESS_HELP,
+    ENGINE_HELP,
+    EXIT_INTERNAL,
+    Engine,
+    app,
+    fail,
+    paths_or_uris,
+    run,
+    without_pandas,
+)
 
 
 class ReportFormat(StrEnum):
@@ -51,6 +61,8 @@ def validate(
     invalid, 2 on a usage error or an internal failure of the validator. --format github
     prints workflow annotations, --format markdown a job summary (docs/validation.md).
     """
+    if engine is Engine.ray:  # before anything converts: Ray's driver uses pandas
+        without_pandas.unblock()
     from ..validate import render_text
     from ..validate import validate as validate_card
     from ..validate.ci_output import (

@@ -13,11 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-import yaml
 
 from ..errors import CardFormatError, DecodeLimitError, ExpressionError, RuleError
 from ..io.reader import Card
-from ..yamldoc import StrictYamlError, load_strict_yaml
 from .context import CheckContext
 from .layout import MANIFEST
 from .report import excerpt
@@ -30,11 +28,15 @@ MAX_RULE_BYTES = 1024 * 1024
 
 def load_rule_yaml(text: str) -> Any:
     """Parse rule-file text with the strict loader (no aliases, no duplicate keys); raises yaml.YAMLError."""
+    from ..yamldoc import load_strict_yaml  # PyYAML is imported only for a card with rules
+
     return load_strict_yaml(text)[0]
 
 
 def _yaml_problem(exc: Exception) -> str:
     # Only the problem and its position: PyYAML's full message quotes lines of the file.
+    from ..yamldoc import StrictYamlError
+
     if isinstance(exc, StrictYamlError):
         return f"{exc.message.removeprefix('not valid YAML: ')}" + (f" at line {exc.line}" if exc.line else "")
     problem = getattr(exc, "problem", None) or type(exc).__name__
@@ -73,6 +75,8 @@ def check_rule_files(ctx: CheckContext) -> None:
             f.add("rule-not-utf8", f"byte {exc.start} is not valid UTF-8; save the rule file as UTF-8",
                   file=ref.path)
             continue
+        import yaml  # here, not at the top: PyYAML costs ~0.08 s, and only a card with rules needs it
+
         try:
             doc = load_rule_yaml(text)
         except (yaml.YAMLError, RecursionError, ValueError) as exc:

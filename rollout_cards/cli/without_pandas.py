@@ -1,0 +1,42 @@
+"""Keep pyarrow from importing pandas during a command that does not use it.
+
+pyarrow imports pandas the first time it converts any Python object to Arrow (`pa.array`,
+`pa.table`, a compute call with a Python scalar), only to recognise pandas' own objects and
+missing-value markers; its C++ layer retries that import on every conversion while it fails.
+With pandas installed (statsmodels, Ray and most notebooks bring it) this costs about 0.6 s of
+CPU and most of a second of wall time: more than `rcard validate` spends on a small card.
+
+rollout-cards never hands pyarrow a pandas object, so a command that runs only this package's
+code runs with pandas reported missing to whoever imports it. Not blocked: `import` (importer
+plugins are other people's code) and `--engine ray` (Ray's driver uses pandas), which call
+`unblock()` first. The block is lifted when the command's context closes; pyarrow's explicit
+pandas entry points (`to_pandas`, `from_pandas`) import pandas again on first use after that.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.abc import MetaPathFinder
+from typing import Any
+
+__all__ = ["block", "unblock"]
+
+
+class _PandasMissing(MetaPathFinder):
+    """Answers an import of `pandas` with ImportError before any other finder runs."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:  # noqa: ARG002
+        if fullname == "pandas":
+            raise ImportError("pandas is not used by this rcard command", name="pandas")
+        return None
+
+
+def block() -> None:
+    """From now on `import pandas` fails, unless pandas is already loaded (nothing to save)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _PandasMissing) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PandasMissing())
+
+
+def unblock() -> None:
+    """Undo `block()` (idempotent)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _PandasMissing)]
