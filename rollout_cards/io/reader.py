@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO, Protocol
@@ -442,19 +442,52 @@ class Card:
 
     def iter_steps(
         self, columns: Sequence[str] | None = None, filter: Filter = None, batch_size: int = 65_536,
-        *, encoded: bool = False,
+        *, encoded: bool = False, episodes: Collection[str] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream the steps table as record batches (bounded memory).
 
         With `encoded`, string and binary columns stay dictionary-encoded as read (their
         decoded size still counts against the decode budget); no `filter` then: a consumer
-        that works on the dictionaries filters the batches itself.
+        that works on the dictionaries filters the batches itself. With `episodes`, only the
+        row groups holding a step of one of those episodes are read (the batches still hold
+        the other episodes of those row groups: filter them).
         """
-        return self._batches("steps", columns, filter, batch_size, encoded=encoded)
+        return self._batches("steps", columns, filter, batch_size, encoded=encoded, episodes=episodes)
+
+    def _holding(self, table: str, scan: ds.Dataset, episodes: Collection[str]) -> ds.Dataset:
+        """`scan` cut to the row groups whose `episode_id` column holds one of `episodes`. The ids
+        are read (one dictionary-encoded column: a small part of a steps table), never taken from
+        the footer's statistics, which nothing checks; a row group that does not decode is kept,
+        so that the read reports it."""
+        import pyarrow.dataset as ds
+
+        self._verified(table)  # nothing is read before the parts matched the inventory
+        wanted = pa.array(sorted(set(episodes)), pa.string())
+        fragments = []
+        try:
+            for fragment in scan.get_fragments():
+                keep = []
+                for rg in range(fragment.num_row_groups):
+                    try:
+                        batches = fragment.subset(row_group_ids=[rg]).to_batches(
+                            schema=scan.schema, columns=["episode_id"], batch_size=1 << 20)
+                        for batch in batches:
+                            ids = batch.column(0)
+                            values = ids.dictionary if pa.types.is_dictionary(ids.type) else ids
+                            if pc.any(pc.is_in(values, value_set=wanted)).as_py():
+                                keep.append(rg)
+                                break
+                    except pa.ArrowException:
+                        keep.append(rg)
+                fragments.append(fragment.subset(row_group_ids=keep))
+            return ds.FileSystemDataset(fragments, scan.schema, scan.format, scan.filesystem)
+        except (pa.ArrowException, OSError) as exc:
+            self._verified(table)
+            raise self._unreadable(table, exc) from None
 
     def _batches(
         self, table: str, columns: Sequence[str] | None, where: Filter, batch_size: int,
-        *, encoded: bool = False,
+        *, encoded: bool = False, episodes: Collection[str] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         # Filters are evaluated here, on decoded batches, never pushed into the Parquet scan:
         # pushdown prunes and short-cuts row groups by their footer statistics, which nothing
@@ -467,6 +500,8 @@ class Card:
         expr, names = self._filter(table, where)
         read = selected if expr is None else self._read_columns(table, selected, expr, names)
         scan, expand, stored = self._scans[table]
+        if episodes is not None:
+            scan = self._holding(table, scan, episodes)
         budget = DecodeBudget(f"{self.source.name}: the {table} table", stored)
         verified = False
         try:
@@ -499,8 +534,9 @@ class Card:
 
     def episode_steps(self, episode_id: str, columns: Sequence[str] | None = None) -> pa.Table:
         """The steps of one episode, in `seq` order."""
-        table = self.steps(columns=None, filter=pc.field("episode_id") == episode_id)
-        table = table.sort_by("seq")
+        schema = self.dataset("steps").schema
+        batches = self._batches("steps", None, pc.field("episode_id") == episode_id, 65_536, episodes=[episode_id])
+        table = pa.Table.from_batches(list(batches), schema).sort_by("seq")
         return table.select(list(columns)) if columns is not None else table
 
     # -- other files -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,23 +102,29 @@ def gather(
     for the integrity panel; `public_key` also checks the detached signature."""
     limits = limits or SampleLimits()
     opened = open_card(card)
-    validation = None
-    if check:
-        from ..validate import validate
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-report-validate") as background:
+        # The validator reads its own copy of the card: it runs beside the rescore and the
+        # sample, whose scans spend most of their time in Arrow with the GIL released.
+        validation = background.submit(_validation, card, public_key, signature) if check else None
+        report = rescore(opened, list(rules), seed=seed)
+        data = ReportData(
+            rescore=report,
+            summary=summarize(opened),
+            validation=None,
+            status_by_group=_status_by_group(opened, report),
+            attempts=_attempt_curves(opened, report, list(rules), seed),
+            episodes=_sample_episodes(opened, limits, seed or 0),
+            signature_checked=public_key is not None,
+        )
+        data.validation = validation.result() if validation is not None else None
+    return data
 
-        validation = validate(
-            card, replay=False, max_findings=20, public_key=public_key, signature=signature
-        ).to_json_dict()
-    report = rescore(opened, list(rules), seed=seed)
-    return ReportData(
-        rescore=report,
-        summary=summarize(opened),
-        validation=validation,
-        status_by_group=_status_by_group(opened, report),
-        attempts=_attempt_curves(opened, report, list(rules), seed),
-        episodes=_sample_episodes(opened, limits, seed or 0),
-        signature_checked=public_key is not None,
-    )
+
+def _validation(card: str | os.PathLike[str], public_key: str | os.PathLike[str] | None,
+                signature: str | os.PathLike[str] | None) -> dict[str, Any]:
+    from ..validate import validate
+
+    return validate(card, replay=False, max_findings=20, public_key=public_key, signature=signature).to_json_dict()
 
 
 def _status_by_group(card: Card, report: RescoreReport) -> dict[tuple[str, ...], dict[str, dict[str, int]]]:
@@ -266,7 +273,7 @@ def _sample_steps(
         return {}, {}, []
     schema = card.schema("steps")
     names = ["episode_id", *(c for c in _STEP_COLUMNS if c in schema.names)]
-    table = _rows_of(card.iter_steps(columns=names, encoded=True), chosen)
+    table = _rows_of(card.iter_steps(columns=names, encoded=True, episodes=chosen), chosen)
     if table.num_rows:
         table = table.sort_by([("episode_id", "ascending"), ("seq", "ascending")])
     by_episode: dict[str, list[dict[str, Any]]] = {}

@@ -70,3 +70,67 @@ def test_missing_card():
 def test_artifact_names_are_checked():
     with pytest.raises(CardFormatError, match="not a sha256"):
         rc.open(SYNTH).read_artifact("../card.json")
+
+
+def _many_row_groups(card_dir, rows_per_group=17):
+    """The synthetic card with its steps rewritten in small row groups (digests refreshed)."""
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from tests.conftest import REPO
+
+    sys.path.insert(0, str(REPO / "fixtures"))
+    import bad_cards
+
+    path = card_dir / "steps.parquet"
+    pq.write_table(pq.read_table(path), path, row_group_size=rows_per_group)
+    bad_cards.rehash(card_dir)
+    return pq.ParquetFile(path).num_row_groups
+
+
+def test_steps_of_some_episodes_read_only_their_row_groups(synthetic_copy):
+    import random
+
+    import pyarrow.parquet as pq
+
+    groups = _many_row_groups(synthetic_copy)
+    assert groups > 50
+    every = pq.read_table(synthetic_copy / "steps.parquet")  # plain pyarrow, the reference
+    ids = sorted(set(every.column("episode_id").to_pylist()))
+    card = rc.open(synthetic_copy)
+    rng = random.Random(3)
+    for k in (1, 2, 5, 40):
+        chosen = set(rng.sample(ids, k))
+        batches = list(card.iter_steps(columns=["episode_id", "seq", "content"], episodes=chosen))
+        read = pa.Table.from_batches(batches)
+        mine = read.filter(pc.is_in(read.column("episode_id"), value_set=pa.array(sorted(chosen))))
+        expected = every.filter(pc.is_in(every.column("episode_id"), value_set=pa.array(sorted(chosen))))
+        key = [("episode_id", "ascending"), ("seq", "ascending")]
+        assert mine.sort_by(key).to_pylist() == expected.select(mine.column_names).sort_by(key).to_pylist()
+        if k <= 5:
+            assert read.num_rows < every.num_rows / 4  # the other row groups were not read
+    assert sum(b.num_rows for b in card.iter_steps(columns=["seq"], episodes=["no-such-episode"])) == 0
+
+
+def test_episode_steps_over_many_row_groups(synthetic_copy):
+    import pyarrow.parquet as pq
+
+    _many_row_groups(synthetic_copy, rows_per_group=5)
+    every = pq.read_table(synthetic_copy / "steps.parquet").to_pylist()
+    card = rc.open(synthetic_copy)
+    for eid in ("alpha-task-00-0", "beta-task-05-2"):
+        expected = sorted((r for r in every if r["episode_id"] == eid), key=lambda r: r["seq"])
+        assert expected and card.episode_steps(eid).to_pylist() == expected
+
+
+def test_a_changed_steps_file_is_refused_before_row_groups_are_chosen(synthetic_copy):
+    from rollout_cards.errors import IntegrityError
+
+    _many_row_groups(synthetic_copy)
+    path = synthetic_copy / "steps.parquet"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError):
+        list(rc.open(synthetic_copy).iter_steps(columns=["seq"], episodes=["alpha-task-00-0"]))
