@@ -98,3 +98,10 @@ def test_import_help_names_every_built_in_format():
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert sorted(project["entry-points"]["rollout_cards.importers"]) == sorted(BUILT_IN)
+
+
+def test_project_urls_are_the_schema_name_space():
+    from rollout_cards.model.schemas import SCHEMA_BASE
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Schemas"] == SCHEMA_BASE and SCHEMA_BASE.startswith(urls["Homepage"])
