@@ -26,14 +26,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CardFormatError, RuleError
+from ..errors import RuleError
 from ..model.rule import Rule
 from ..stats import UnitStats, pool_strata, undefined_interval
 from ..stats.intervals import REASON_NO_DATA
-from ..tables import TerminalStatus
 from .aggregation import (
     CellSummary,
-    best_of_k_warning,
     headline,
     paired,
     pooled_interval,
@@ -41,11 +39,19 @@ from .aggregation import (
 )
 from .expressions import Expression, parse_expression
 from .features import CompiledFeature, attach_features, compile_features, compute_features
-from .grouping import Factor, factorize
-from .reducers import reduce_attempts
+from .grouping import Factor, label_sort_key
 from .results import GroupComparison, GroupResult, RuleRun
+from .scoring import PartitionRun, _describe, reduce_info, run_partition, unit_sums
 
-__all__ = ["Observations", "StepFeatures", "apply_rule"]
+__all__ = [
+    "Observations",
+    "StepFeatures",
+    "UnitObservations",
+    "apply_rule",
+    "merge_partitions",
+    "observation_unit",
+    "plan_rule",
+]
 
 #: (card, rule, compiled features, episodes table) -> {feature: (episode_id, value)}, the
 #: contract of `features.compute_features` for engines that run it elsewhere.
@@ -69,6 +75,37 @@ class Observations:
     values: np.ndarray
     identity: pa.Table
     unit: list[str]
+
+
+@dataclass(frozen=True, eq=False)
+class UnitObservations:
+    """Observations summed per unit, for an engine that scored elsewhere: per group, the
+    per-unit sums on `unit` (all comparisons and rankings pair on it). `identity` holds
+    the columns of the observations (no rows)."""
+
+    groups: Factor
+    unit: list[str]
+    identity: pa.Table
+    sums: dict[int, Any]
+
+    def unit_stats(self, group: int, columns: list[str]) -> UnitStats:
+        if list(columns) != list(self.unit):
+            raise RuleError(
+                f"these observations are summed per {'+'.join(self.unit)}, not per "
+                f"{'+'.join(columns)}; rerun with --engine local"
+            )
+        sums = self.sums.get(group)
+        if sums is None:
+            return UnitStats.empty()
+        labels, counts, total, squares = sums
+        keys = np.array(["\x1f".join(map(str, label)) for label in labels], dtype=object)
+        return UnitStats(keys, counts, total, squares)
+
+
+def observation_unit(rule: Rule) -> list[str]:
+    """The columns an observation of `rule` is identified by: its unit, else its reduce
+    key, else the episode (what comparisons and rankings pair on by default)."""
+    return rule.aggregate.unit_columns() or (rule.reduce.by if rule.reduce else ["episode_id"])
 
 
 @dataclass
@@ -175,242 +212,6 @@ def _drop_warnings(card: Any, rule: Rule, plan: _Plan) -> list[str]:
     return out
 
 
-# ------------------------------------------------------------------------------- scoring
-
-
-@dataclass(frozen=True, eq=False)
-class _Scored:
-    values: np.ndarray
-    included: np.ndarray
-    selected: np.ndarray
-    excluded_status: dict[str, np.ndarray]
-    missing: np.ndarray
-    missing_excluded: np.ndarray
-
-
-def _as_float(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return np.asarray(array.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-
-
-def _score(table: pa.Table, plan: _Plan) -> _Scored:
-    rule, file, n = plan.rule, plan.file, table.num_rows
-    if plan.select is not None:
-        selected = plan.select.evaluate(table).fill_null(False).to_numpy(zero_copy_only=False)
-        selected = np.asarray(selected, dtype=bool)
-    else:
-        selected = np.ones(n, dtype=bool)
-    raw = _as_float(plan.score.evaluate(table)) if n else np.zeros(0)
-    statuses = factorize(table, ["status"])
-    allowed = {s.value for s in TerminalStatus}
-    values = np.full(n, np.nan)
-    use_score = np.zeros(n, dtype=bool)
-    excluded_status: dict[str, np.ndarray] = {}
-    for code, (status,) in enumerate(statuses.labels):
-        if status not in allowed:
-            raise CardFormatError(
-                f"episodes.status holds {str(status)[:40]!r}, which is not a terminal state "
-                f"({', '.join(sorted(allowed))}); validate the card"
-            )
-        rows = statuses.codes == code
-        policy = rule.on_status.policy(status)
-        if policy == "score":
-            use_score |= rows
-        elif policy == "exclude":
-            excluded_status[status] = rows & selected
-        else:
-            values[rows] = float(policy)
-    values[use_score] = raw[use_score]
-    scored = use_score & selected
-    infinite = scored & np.isinf(raw)
-    if infinite.any():
-        first = table.column("episode_id")[int(np.flatnonzero(infinite)[0])].as_py()
-        raise RuleError(
-            f"the score is infinite for {int(infinite.sum())} episode(s) (first: {first!r}); "
-            "bound it, e.g. min(x, 1e6), or exclude those episodes with select",
-            file=file,
-            key="score",
-        )
-    missing = scored & np.isnan(raw)
-    missing_excluded = np.zeros(n, dtype=bool)
-    if missing.any():
-        if rule.on_missing == "error":
-            first = table.column("episode_id")[int(np.flatnonzero(missing)[0])].as_py()
-            raise RuleError(
-                f"{int(missing.sum())} scored episode(s) have a null or NaN score (first: {first!r}); "
-                "set on_missing to a number or to exclude, or make the score expression total "
-                "(e.g. coalesce(score.x, 0))",
-                file=file,
-                key="on_missing",
-            )
-        if rule.on_missing == "exclude":
-            missing_excluded = missing
-        else:
-            values[missing] = float(rule.on_missing)
-    excluded = np.zeros(n, dtype=bool)
-    for rows in excluded_status.values():
-        excluded |= rows
-    included = selected & ~excluded & ~missing_excluded
-    return _Scored(values, included, selected, excluded_status, missing, missing_excluded)
-
-
-# ------------------------------------------------------------------------ observations
-
-
-@dataclass(frozen=True, eq=False)
-class _Cells:
-    """Per-observation codes and values, before cells are formed."""
-
-    values: np.ndarray
-    group: np.ndarray
-    stratum: np.ndarray
-    unit: np.ndarray
-    unit_labels: list[tuple[Any, ...]]
-    episodes: np.ndarray  # episodes behind each observation (1 without reduce)
-    identity: pa.Table
-    unit_name: str
-    reduce_info: dict[str, Any] | None
-
-
-def _describe(labels: Sequence[tuple[Any, ...]], columns: Sequence[str], code: int) -> str:
-    if not columns:
-        return "the whole card"
-    return ", ".join(f"{c}={v}" for c, v in zip(columns, labels[code], strict=True))
-
-
-def _check_units(unit: Factor, columns: list[str], file: str | None) -> None:
-    null_units = [i for i, label in enumerate(unit.labels) if any(v is None for v in label)]
-    if null_units:
-        count = int(np.isin(unit.codes, null_units).sum())
-        raise RuleError(
-            f"{', '.join(columns)} is null for {count} observed episode(s); every observation needs a "
-            "unit: fill the column, or choose another unit",
-            file=file,
-            key="aggregate.unit",
-        )
-
-
-def _observations(
-    table: pa.Table, scored: _Scored, groups: Factor, strata: Factor, plan: _Plan
-) -> _Cells:
-    rule, file = plan.rule, plan.file
-    rows = np.flatnonzero(scored.included)
-    obs = table.take(pa.array(rows, pa.int64()))
-    values = scored.values[rows]
-    gcode, scode = groups.codes[rows], strata.codes[rows]
-    if rule.reduce is None:
-        unit_columns = plan.unit or ["episode_id"]
-        unit = factorize(obs, unit_columns)
-        _check_units(unit, unit_columns, file)
-        return _Cells(
-            values,
-            gcode,
-            scode,
-            unit.codes,
-            unit.labels,
-            np.ones(rows.size, dtype=np.int64),
-            obs,
-            "+".join(unit_columns),
-            None,
-        )
-    spec = rule.reduce
-    by = factorize(obs, spec.by)
-    n_strata, n_by = max(1, strata.size), max(1, by.size)
-    key = (gcode * n_strata + scode) * n_by + by.codes
-    group_by = rule.aggregate.group_by
-
-    def describe(packed: int) -> str:
-        g, rest = divmod(packed, n_strata * n_by)
-        text = _describe(by.labels, spec.by, rest % n_by)
-        if group_by:
-            text += f" of {_describe(groups.labels, group_by, g)}"
-        return text
-
-    order = None
-    if "trial" in obs.column_names:
-        order = np.nan_to_num(_as_float(obs.column("trial")), nan=np.inf)
-    reduced = reduce_attempts(values, key, spec, order=order, describe=describe, file=file)
-    g_red = reduced.keys // (n_strata * n_by)
-    s_red = (reduced.keys // n_by) % n_strata
-    b_red = reduced.keys % n_by
-    constant = list(dict.fromkeys([*group_by, *rule.aggregate.strata, *spec.by]))
-    if plan.unit is None:
-        unit_codes, unit_labels, unit_name = b_red, by.labels, "+".join(spec.by)
-        _check_units(Factor(b_red, by.labels), spec.by, file)
-    else:
-        unit = factorize(obs, plan.unit)
-        _check_units(unit, plan.unit, file)
-        pairs = np.unique(key * max(1, unit.size) + unit.codes).size
-        if pairs != reduced.keys.size + reduced.short:  # short: keys left out by reduce.short
-            raise RuleError(
-                f"unit {'+'.join(plan.unit)} takes several values within one reduce group "
-                f"(by {'+'.join(spec.by)}); after a reduce the unit must be constant per reduce "
-                f"key: use the reduce key ({'+'.join(spec.by)}) or a coarser column",
-                file=file,
-                key="aggregate.unit",
-            )
-        unit_codes, unit_labels = unit.codes[reduced.first_row], unit.labels
-        unit_name = "+".join(plan.unit)
-        constant += [c for c in plan.unit if c not in constant]
-    identity = obs.take(pa.array(reduced.first_row, pa.int64())).select(constant)
-    info: dict[str, Any] = {
-        "by": list(spec.by),
-        "with": spec.with_.value,
-        "k": spec.k if spec.k is not None else int(reduced.attempts.max(initial=0)),
-        "attempts_min": int(reduced.attempts.min()) if reduced.attempts.size else 0,
-        "attempts_max": int(reduced.attempts.max()) if reduced.attempts.size else 0,
-    }
-    if spec.short == "exclude":
-        info["short_excluded"] = reduced.short
-        if reduced.short:
-            plan.warnings.append(
-                f"{reduced.short} {'+'.join(spec.by)} key(s) had fewer than k={spec.k} attempts and were "
-                f"left out of {spec.with_.value} (reduce.short: exclude)"
-            )
-    if spec.with_.value == "max" and reduced.keys.size:
-        plan.warnings.append(
-            best_of_k_warning("+".join(spec.by), info["attempts_max"], info["attempts_min"])
-        )
-    return _Cells(
-        reduced.values,
-        g_red,
-        s_red,
-        unit_codes,
-        unit_labels,
-        reduced.attempts,
-        identity,
-        unit_name,
-        info,
-    )
-
-
-# ------------------------------------------------------------------------- aggregation
-
-
-def _cell_stats(cells: _Cells, n_strata: int) -> dict[tuple[int, int], tuple[UnitStats, bool]]:
-    """UnitStats and "all scores are 0/1" for every (group, stratum) cell with observations."""
-    n_units = max(1, len(cells.unit_labels))
-    packed = (cells.group * n_strata + cells.stratum) * n_units + cells.unit
-    uniq, inverse = np.unique(packed, return_inverse=True)
-    v = cells.values
-    counts = np.bincount(inverse, minlength=uniq.size)
-    sums = np.bincount(inverse, weights=v, minlength=uniq.size)
-    sumsq = np.bincount(inverse, weights=v * v, minlength=uniq.size)
-    binary = np.bincount(inverse, weights=np.isin(v, (0.0, 1.0)), minlength=uniq.size)
-    cell_of = uniq // n_units
-    units = uniq % n_units
-    out: dict[tuple[int, int], tuple[UnitStats, bool]] = {}
-    starts = np.flatnonzero(np.r_[True, cell_of[1:] != cell_of[:-1]]) if uniq.size else []
-    bounds = [*map(int, starts), int(uniq.size)]
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        g, s = divmod(int(cell_of[a]), n_strata)
-        stats = UnitStats(units[a:b], counts[a:b], sums[a:b], sumsq[a:b])
-        out[(g, s)] = (stats, bool(np.all(binary[a:b] == counts[a:b])))
-    return out
-
-
-def _counts(codes: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
-    return np.bincount(codes[mask], minlength=size)
-
 
 def apply_rule(
     card: Any,
@@ -438,55 +239,119 @@ def apply_rule(
         else:
             computed = step_features(card, rule, plan.features, table)
         table = attach_features(table, computed, plan.features)
-    scored = _score(table, plan)
-    agg = rule.aggregate
-    groups = factorize(table, agg.group_by)
-    strata = factorize(table, agg.strata)
-    cells = _observations(table, scored, groups, strata, plan)
-    n_groups, n_strata = groups.size, max(1, strata.size)
-    cell_codes = groups.codes * n_strata + strata.codes
-    size = n_groups * n_strata
-    counts = {
-        "selected_out": _counts(cell_codes, ~scored.selected, size),
-        "missing": _counts(cell_codes, scored.missing, size),
-        "missing_excluded": _counts(cell_codes, scored.missing_excluded, size),
-        "present": _counts(cell_codes, np.ones(table.num_rows, dtype=bool), size),
-    }
-    by_status = {s: _counts(cell_codes, rows, size) for s, rows in scored.excluded_status.items()}
-    episodes = np.bincount(
-        cells.group * n_strata + cells.stratum, weights=cells.episodes, minlength=size
-    ).astype(np.int64)
-    stats = _cell_stats(cells, n_strata)
-    builder = _ResultBuilder(plan, groups, strata, cells, stats, counts, by_status, episodes)
+    return merge_partitions(plan, [run_partition(plan, table, keep=True)])
+
+
+def plan_rule(card: Any, rule: Rule, *, file: str | None = None, seed: int | None = None,
+              keep_columns: Sequence[str] = ()) -> _Plan:
+    """The checked plan of `rule` over `card` (what `apply_rule` reads and computes), for
+    engines that run its partitions elsewhere; raises as `apply_rule` does."""
+    return _plan(card, rule, file, seed, keep_columns)
+
+
+def _merged_labels(parts: Sequence[list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    if len(parts) == 1:
+        return list(parts[0])
+    return sorted({label for labels in parts for label in labels}, key=label_sort_key)
+
+
+def merge_partitions(plan: _Plan, parts: Sequence[PartitionRun]) -> RuleRun:
+    """The RuleRun of `plan` from the runs of partitions that each hold whole units (and
+    whole reduce keys). Labels are merged (sorted as over the whole table), counts added,
+    and each cell's per-unit sums concatenated in unit order: every sum is the one the
+    whole table gives, so results are identical field for field."""
+    rule, agg = plan.rule, plan.rule.aggregate
+    group_labels = _merged_labels([p.groups for p in parts]) if agg.group_by else [()]
+    strata_labels = _merged_labels([p.strata for p in parts]) if agg.strata else [()]
+    unit_labels = _merged_labels([p.units for p in parts])
+    n_strata = max(1, len(strata_labels))
+    size = len(group_labels) * n_strata
+    gindex = {label: i for i, label in enumerate(group_labels)}
+    sindex = {label: i for i, label in enumerate(strata_labels)}
+    uindex = {label: i for i, label in enumerate(unit_labels)}
+    counts = {name: np.zeros(size, dtype=np.int64) for name in
+              ("selected_out", "missing", "missing_excluded", "present")}
+    by_status: dict[str, np.ndarray] = {}
+    episodes = np.zeros(size, dtype=np.int64)
+    pieces: dict[tuple[int, int], list[tuple[np.ndarray, ...]]] = {}
+    binary: dict[tuple[int, int], bool] = {}
+    group_sums: dict[int, list[Any]] = {}
+    for p in parts:
+        local_strata = max(1, len(p.strata))
+        g_of = np.array([gindex[label] for label in p.groups] or [0], dtype=np.int64)
+        s_of = np.array([sindex[label] for label in p.strata] or [0], dtype=np.int64)
+        u_of = np.array([uindex[label] for label in p.units] or [0], dtype=np.int64)
+        cell_of = (g_of[:, None] * n_strata + s_of[None, :]).reshape(-1)[: len(p.groups) * local_strata]
+        for name, values in p.counts.items():
+            np.add.at(counts[name], cell_of, values)
+        for status, values in p.by_status.items():
+            np.add.at(by_status.setdefault(status, np.zeros(size, dtype=np.int64)), cell_of, values)
+        np.add.at(episodes, cell_of, p.episodes)
+        for (g, s), (units, c, total, squares, is01) in p.cells.items():
+            key = (int(g_of[g]), int(s_of[s]))
+            pieces.setdefault(key, []).append((u_of[units], c, total, squares))
+            binary[key] = binary.get(key, True) and is01
+        for g, sums in (p.group_units or {}).items():
+            group_sums.setdefault(int(g_of[g]), []).append(sums)
+    stats = {}
+    for key, chunks in pieces.items():
+        units, c, total, squares = (np.concatenate(arrays) for arrays in zip(*chunks, strict=True))
+        order = np.argsort(units, kind="stable")
+        stats[key] = (UnitStats(units[order], c[order], total[order], squares[order]), binary[key])
+    unit_name = parts[0].unit_name if parts else "+".join(observation_unit(rule))
+    info = None
+    if rule.reduce is not None:
+        info, warnings = reduce_info(rule.reduce, [p.reduced for p in parts if p.reduced is not None])
+        plan.warnings += warnings
+    groups, strata = Factor(np.zeros(0, dtype=np.int64), group_labels), Factor(np.zeros(0, dtype=np.int64), strata_labels)
+    if len(parts) == 1 and parts[0].cells_local is not None:
+        local, factor = parts[0].cells_local, parts[0].group_factor
+        observations: Any = Observations(factor, local.group, local.values, local.identity, observation_unit(rule))
+        identity = local.identity
+
+        def pair_stats(g: int, columns: list[str]) -> UnitStats:
+            return unit_stats_on(observations, g, columns)
+    else:
+        identity = (parts[0].identity if parts else pa.schema([])).empty_table()
+        observations = UnitObservations(groups, observation_unit(rule), identity,
+                                        {g: _merged_sums(chunks) for g, chunks in group_sums.items()})
+        pair_stats = observations.unit_stats
+    builder = _ResultBuilder(plan, groups, strata, unit_name, info, stats, counts, by_status, episodes)
     results = builder.build()
-    comparisons = _compare(plan, groups, cells) if rule.compare else []
+    comparisons = _compare(plan, groups, identity, pair_stats) if rule.compare else []
     return RuleRun(
         rule=rule.rule,
         version=rule.version,
         kind=rule.kind.value,
-        file=file,
+        file=plan.file,
         statistic=agg.statistic.value,
         group_by=tuple(agg.group_by),
         results=tuple(results),
         comparisons=tuple(comparisons),
-        n_episodes_total=table.num_rows,
-        n_selected_out=int((~scored.selected).sum()),
+        n_episodes_total=sum(p.rows for p in parts),
+        n_selected_out=sum(p.selected_out for p in parts),
         warnings=tuple(plan.warnings),
-        observations=Observations(
-            groups,
-            cells.group,
-            cells.values,
-            cells.identity,
-            (plan.unit or (rule.reduce.by if rule.reduce else ["episode_id"])),
-        ),
+        observations=observations,
     )
+
+
+def _merged_sums(chunks: list[Any]) -> Any:
+    """One group's per-unit sums from partitions holding disjoint units, in label order."""
+    if len(chunks) == 1:
+        return chunks[0]
+    rows = sorted(((label, int(c), float(t), float(q)) for labels, counts, total, squares in chunks
+                   for label, c, t, q in zip(labels, counts, total, squares, strict=True)),
+                  key=lambda row: label_sort_key(row[0]))
+    return ([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows]), np.array([r[3] for r in rows]))
 
 
 class _ResultBuilder:
     """Turns cell statistics into GroupResults (per stratum and pooled)."""
 
-    def __init__(self, plan, groups, strata, cells, stats, counts, by_status, episodes):  # noqa: ANN001
-        self.plan, self.groups, self.strata, self.cells = plan, groups, strata, cells
+    def __init__(self, plan, groups, strata, unit_name, reduce_info, stats, counts, by_status, episodes):  # noqa: ANN001
+        self.plan, self.groups, self.strata = plan, groups, strata
+        self.unit_name, self.reduce_info = unit_name, reduce_info
         self.stats, self.counts, self.by_status, self.episodes = stats, counts, by_status, episodes
         self.rule = plan.rule
         self.n_strata = max(1, strata.size)
@@ -521,7 +386,7 @@ class _ResultBuilder:
             statistic=agg.statistic.value,
             value=summary.value,
             interval=summary.interval,
-            unit=self.cells.unit_name,
+            unit=self.unit_name,
             n=n,
             n_episodes=int(sum(int(self.episodes[c]) for c in cells)),
             excluded_by_status=excluded,
@@ -529,7 +394,7 @@ class _ResultBuilder:
             n_missing_excluded=self._sum("missing_excluded", cells),
             n_selected_out=self._sum("selected_out", cells),
             successes=summary.successes,
-            reduce=self.cells.reduce_info,
+            reduce=self.reduce_info,
             warnings=tuple(dict.fromkeys(warnings)),
             **extra,
         )
@@ -546,7 +411,7 @@ class _ResultBuilder:
             spec=agg.interval,
             is01=is01,
             unit_is_observation=bool(np.all(units.counts == 1)),
-            unit=self.cells.unit_name,
+            unit=self.unit_name,
             seed=self.plan.seed,
             where=where,
             file=self.plan.file,
@@ -616,7 +481,7 @@ class _ResultBuilder:
                     len(all_units),
                     names=[_describe(self.strata.labels, agg.strata, s) for s, _, _ in observed],
                 )
-                warnings += pooled_warnings(interval, self.cells.unit_name)
+                warnings += pooled_warnings(interval, self.unit_name)
             else:
                 interval = undefined_interval(
                     "stratified",
@@ -677,23 +542,20 @@ def _match_group(groups: Factor, group_by: list[str], wanted: dict[str, Any]) ->
     return None
 
 
-def unit_stats_on(obs: Observations, group: int, columns: list[str]) -> UnitStats:
+def unit_stats_on(obs: Observations | UnitObservations, group: int, columns: list[str]) -> UnitStats:
     """A group's observations summed per value of `columns` (the pairing unit)."""
-    mask = obs.codes == group
-    if not mask.any():
+    if isinstance(obs, UnitObservations):
+        return obs.unit_stats(group, columns)
+    sums = unit_sums(obs.codes, obs.values, obs.identity, group, columns)
+    if sums is None:
         return UnitStats.empty()
-    pair = factorize(obs.identity.filter(pa.array(mask)), columns)
-    keys = np.array(["\x1f".join(map(str, label)) for label in pair.labels], dtype=object)
-    values = obs.values[mask]
-    return UnitStats(
-        keys,
-        np.bincount(pair.codes, minlength=pair.size),
-        np.bincount(pair.codes, weights=values, minlength=pair.size),
-        np.bincount(pair.codes, weights=values * values, minlength=pair.size),
-    )
+    labels, counts, total, squares = sums
+    keys = np.array(["\x1f".join(map(str, label)) for label in labels], dtype=object)
+    return UnitStats(keys, counts, total, squares)
 
 
-def _compare(plan: _Plan, groups: Factor, cells: _Cells) -> list[GroupComparison]:
+def _compare(plan: _Plan, groups: Factor, identity: pa.Table,
+             pair_stats: Callable[[int, list[str]], UnitStats]) -> list[GroupComparison]:
     rule, file = plan.rule, plan.file
     assert rule.compare is not None
     agg = rule.aggregate
@@ -708,22 +570,21 @@ def _compare(plan: _Plan, groups: Factor, cells: _Cells) -> list[GroupComparison
             key="compare.baseline",
         )
     pair_on = plan.pair_on or plan.unit or (rule.reduce.by if rule.reduce else ["episode_id"])
-    missing = [c for c in pair_on if c not in cells.identity.column_names]
+    missing = [c for c in pair_on if c not in identity.column_names]
     if missing:
         raise RuleError(
             f"pair_on {missing} is not constant within the reduced observations; after a reduce "
-            f"pair on columns of reduce.by, group_by, strata or unit ({', '.join(cells.identity.column_names)})",
+            f"pair on columns of reduce.by, group_by, strata or unit ({', '.join(identity.column_names)})",
             file=file,
             key="compare.pair_on",
         )
-    obs = Observations(groups, cells.group, cells.values, cells.identity, pair_on)
-    base_stats = unit_stats_on(obs, baseline, pair_on)
+    base_stats = pair_stats(baseline, pair_on)
     out = []
     for g in range(groups.size):
         if g == baseline:
             continue
         result = paired(
-            unit_stats_on(obs, g, pair_on),
+            pair_stats(g, pair_on),
             base_stats,
             statistic=agg.statistic.value,
             spec=agg.interval,

@@ -26,7 +26,7 @@ from ..stats import Interval, UnitStats, undefined_interval
 from ..stats.pvalues import ADJUSTMENTS, adjust
 from ..stats.ranks import bootstrap_ranks, point_ranks, tied_sets
 from .aggregation import group_difference, paired
-from .engine import Observations, apply_rule, unit_stats_on
+from .engine import Observations, apply_rule, observation_unit, unit_stats_on
 from .loader import declared_rules, load_rule
 from .replay import check_reported
 from .results import RankChange, Ranking, RescoreReport, RuleDifference, RuleRun
@@ -76,17 +76,18 @@ def _targets(
 
 
 def _runs(card: Card, rules: list[tuple[Rule, str | None]], seed: int | None, keep: list[str],
-          engine: str, address: str | None) -> list[RuleRun]:
-    def each(step_features: Any = None) -> list[RuleRun]:
+          engine: str, address: str | None, split: bool) -> list[RuleRun]:
+    """Every rule's run, by `engine`; `split`: the runs are only ever paired on each rule's
+    own unit, so the ray engine may score them on its workers (rollout_cards.scale)."""
+    def each(apply: Any) -> list[RuleRun]:
         runs = []
         for rule, file in rules:
             with progress.task(f"rescore {rule.rule}"):
-                runs.append(apply_rule(card, rule, file=file, seed=seed, keep_columns=keep,
-                                       step_features=step_features))
+                runs.append(apply(rule, file))
         return runs
 
     if engine == "local":
-        return each()
+        return each(lambda rule, file: apply_rule(card, rule, file=file, seed=seed, keep_columns=keep))
     if engine != "ray":
         raise RuleError(f"unknown engine {engine!r}; use local or ray", key="engine")
     from ..scale.ray_engine import (  # the optional extra, imported when asked for
@@ -95,9 +96,10 @@ def _runs(card: Card, rules: list[tuple[Rule, str | None]], seed: int | None, ke
     )
 
     with ray_session(address):
-        steps = RayEngine(card)
-        runs = each(steps.features)
-        steps.finish()
+        ray = RayEngine(card)
+        runs = each(lambda rule, file: ray.run_rule(rule, file=file, seed=seed, keep_columns=tuple(keep),
+                                                    split=split))
+        ray.finish()
     return runs
 
 
@@ -146,7 +148,11 @@ def rescore(
             )
         seen[rule.rule] = file or "<rule>"
     keep = sorted({*_keep_columns([r for r, _ in [*declared, *alternatives]]), *(pair_on or [])})
-    runs = _runs(card, [*declared, *alternatives], seed, keep, engine, address)
+    # Rule-vs-rule differences pair on the coarser of two units, which needs every observation;
+    # with one unit for all rules (or none to pair) per-unit sums suffice.
+    units = {tuple(observation_unit(r)) for r, _ in [*declared, *alternatives]}
+    split = not alternatives or (len(units) == 1 and (not pair_on or tuple(pair_on) in units))
+    runs = _runs(card, [*declared, *alternatives], seed, keep, engine, address, split)
     declared_runs, alternative_runs = runs[: len(declared)], runs[len(declared) :]
     targets = _targets(declared_runs, against)
     differences: list[RuleDifference] = []

@@ -25,7 +25,6 @@ a job that still fails is one EngineError — never a partial result.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
@@ -36,13 +35,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .. import errors
 from ..errors import DecodeLimitError, EngineError, RolloutCardError
 from ..io.decode import DECODE_FLOOR, DECODE_RATIO, DecodeBudget
 from ..io.hashing import sha256_stream
 from ..io.reader import BlockScan, Card
 from ..model.rule import Rule
+from ..rules.engine import apply_rule
 from ..rules.features import CompiledFeature, FeatureStream, compile_features, step_columns
+from ..rules.results import RuleRun
+from .ray_partitions import PartitionedRule, block_partials, split_unit
+from .remote_errors import error_row, raise_remote
 
 __all__ = ["EXTRA", "RayChecks", "RayEngine", "import_ray", "ray_session"]
 
@@ -55,8 +57,6 @@ MAX_RETRIES = 3
 TASKS_PER_CPU = 4
 #: Rows of a batch of steps, as in the local engine (`features.compute_features`).
 BATCH_ROWS = 262_144
-#: Error attributes carried from a worker (the place an error names).
-_ATTRS = ("file", "key", "line", "expected", "actual", "expression", "column", "reason")
 
 
 def import_ray() -> Any:
@@ -130,11 +130,6 @@ class _Job:
     batch_rows: int = BATCH_ROWS
 
 
-def _error_row(exc: RolloutCardError) -> dict[str, Any]:
-    attrs = {a: getattr(exc, a) for a in _ATTRS if isinstance(getattr(exc, a, None), str | int)}
-    return {"kind": type(exc).__name__, "message": str(exc), "attrs": json.dumps(attrs)}
-
-
 def _ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -171,17 +166,11 @@ def _block_partials(descriptors: pa.Table, job: _Job) -> pa.Table:
                                         for c in ("block", "part", "row_group")), strict=True):
         budget = DecodeBudget(f"{job.scan.name}: the steps table", job.scan.stored)
         try:
-            n = 0
-            for batch in job.scan.read_block(part, row_group, budget, job.batch_rows):
-                if batch.num_rows == 0:
-                    continue
-                for i, partial in enumerate(stream.partials(batch)):
-                    if partial is not None:
-                        add(block, n, i, _ipc(partial), 0)
-                n += 1
-            add(block, n, -1, None, budget.used)  # the block's end and its decoded bytes
+            for n, i, partial in block_partials(job.scan, stream, part, row_group, budget, job.batch_rows):
+                add(block, n, i, _ipc(partial), 0)
+            add(block, -1, -1, None, budget.used)  # the block's end and its decoded bytes
         except RolloutCardError as exc:
-            add(block, -1, -1, None, 0, _error_row(exc))
+            add(block, -1, -1, None, 0, error_row(exc))
     return pa.table(rows, schema=_OUT)
 
 
@@ -209,17 +198,6 @@ def _failed(name: str, exc: BaseException) -> EngineError:
                        "no result was computed — rerun, or use --engine local")
 
 
-def _raise_remote(row: dict[str, Any]) -> None:
-    """Raise, on the driver, the error a worker returned as data (same class and message)."""
-    cls = getattr(errors, row["kind"], None)
-    if not (isinstance(cls, type) and issubclass(cls, RolloutCardError)):
-        cls = RolloutCardError
-    exc = cls.__new__(cls)
-    Exception.__init__(exc, row["message"])
-    exc.__dict__.update(json.loads(row["attrs"] or "{}"))
-    raise exc
-
-
 @dataclass
 class RayEngine:
     """The steps of `card` scanned on the Ray session of this process (see `ray_session`).
@@ -229,6 +207,10 @@ class RayEngine:
     """
 
     card: Card
+    #: Rows of a batch of steps, Ray retries of a task whose worker died, tasks per CPU.
+    batch_rows = BATCH_ROWS
+    max_retries = MAX_RETRIES
+    tasks_per_cpu = TASKS_PER_CPU
     stats: dict[str, float] = field(default_factory=lambda: {"blocks": 0, "bytes_to_driver": 0,
                                                              "partial_rows": 0, "merge_seconds": 0.0})
 
@@ -238,24 +220,57 @@ class RayEngine:
         self._hashes: dict[str, Any] = {}
         if self.card.verify:
             remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
-            scan = self.card.block_scan("steps", ["episode_id"])
             listed = {f.path: f.bytes for f in self.card.manifest.inventory.files}
-            for rel, path in zip(scan.rels, scan.paths, strict=True):
-                if rel in listed:  # one byte more than listed: a longer file must not pass as its prefix
-                    self._hashes[rel] = remote.remote(scan.filesystem, path, listed[rel] + 1)
+            for table in ("episodes", "steps"):
+                scan = self.card.block_scan(table, ["episode_id"])
+                for rel, path in zip(scan.rels, scan.paths, strict=True):
+                    if rel in listed:  # one byte more than listed: a longer file must not pass as its prefix
+                        self._hashes[rel] = remote.remote(scan.filesystem, path, listed[rel] + 1)
 
     def finish(self) -> None:
         """Record the workers' digests of the steps parts; IntegrityError on a mismatch."""
         hashes, self._hashes = self._hashes, {}
         for rel, ref in hashes.items():
-            digest, size = self._get(ref)
+            digest, size = self.get(ref)
             self.card.record_digest(rel, digest, size)
 
-    def _get(self, ref: Any) -> Any:
+    def get(self, refs: Any) -> Any:
+        """`ray.get(refs)`; a job that failed after Ray's retries is one EngineError."""
         try:
-            return self.ray.get(ref)
+            return self.ray.get(refs)
         except self.ray.exceptions.RayError as exc:
             raise self._failed(exc) from None
+
+    def raise_remote(self, row: dict[str, Any]) -> None:
+        """Raise the error a worker returned; a changed file is named as such, not as undecodable."""
+        self.finish()
+        raise_remote(row)
+
+    @staticmethod
+    def charge(budget: DecodeBudget, used: int) -> None:
+        """Add a block's decoded bytes to its table's budget (DecodeLimitError past the limit)."""
+        budget.used += used
+        if budget.used > budget.limit:
+            raise DecodeLimitError(
+                f"{budget.name} decodes to more than {budget.limit:,} bytes of text "
+                f"({DECODE_RATIO:,} times its stored bytes, plus {DECODE_FLOOR:,}) summed "
+                "over its blocks: a decompression bomb; regenerate the file")
+
+    def run_rule(self, rule: Rule, *, file: str | None = None, seed: int | None = None,
+                 keep_columns: tuple[str, ...] = (), split: bool = True) -> RuleRun:
+        """`apply_rule(card, rule, ...)`: scored and summed per unit on the workers when the
+        rule splits by unit (`ray_partitions.split_unit`) and `split`; else, or when a
+        partition raised (to raise the local error), step features on the workers and
+        scoring on the driver."""
+        unit = split_unit(rule) if split else None
+        if unit is not None:
+            run = PartitionedRule(self, rule, file=file, seed=seed, keep=tuple(keep_columns), unit=unit).run()
+            if run is not None:
+                self.stats["split_rules"] = self.stats.get("split_rules", 0) + 1
+                return run
+        self.stats["driver_rules"] = self.stats.get("driver_rules", 0) + 1
+        return apply_rule(self.card, rule, file=file, seed=seed, keep_columns=keep_columns,
+                          step_features=self.features)
 
     def _failed(self, exc: BaseException) -> EngineError:
         return _failed(self.card.path, exc)
@@ -296,16 +311,10 @@ class RayEngine:
         for out in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
             for row in out.to_pylist():
                 if row["kind"] is not None:
-                    self.finish()  # a changed file is named as such, not as undecodable
-                    _raise_remote(row)
+                    self.raise_remote(row)
                 if row["feature"] == -1:  # the end of a block, with its decoded bytes
                     done.add(row["block"])
-                    budget.used += row["decoded"]
-                    if budget.used > budget.limit:
-                        raise DecodeLimitError(
-                            f"{budget.name} decodes to more than {budget.limit:,} bytes of text "
-                            f"({DECODE_RATIO:,} times its stored bytes, plus {DECODE_FLOOR:,}) summed "
-                            "over its blocks: a decompression bomb; regenerate the file")
+                    self.charge(budget, row["decoded"])
                 else:
                     rows.setdefault(row["block"], []).append(row)
             while at in done:

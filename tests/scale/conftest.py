@@ -3,8 +3,10 @@ steps are cut into small row groups so that episodes span blocks."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,10 +63,65 @@ aggregate: {group_by: [agent]}
 }
 
 
-def write_rules(directory: Path) -> list[Path]:
+#: Rules whose per-partition pieces differ: strata, on_status exclude, on_missing exclude,
+#: reduce with short keys left out, compare on the unit.
+EDGE_RULES = {
+    "strata_exclude": """\
+rule: edge.strata_exclude
+score: "if(score.success, 1, 0) + 0.1 * n"
+features:
+  n: {from: steps, where: "kind == 'tool_call'", agg: count}
+on_status: {error: exclude, timeout: 0.5}
+aggregate: {group_by: [agent], strata: [task.category], unit: task_id, weights: by_count}
+compare: {baseline: {agent: alpha}}
+""",
+    "missing_excluded": """\
+rule: edge.missing_excluded
+score: "cost"
+features:
+  cost: {from: steps, where: "not is_null(cost_usd)", value: cost_usd, agg: sum}
+on_missing: exclude
+aggregate: {group_by: [agent], interval: {method: bootstrap, seed: 3, resamples: 100}}
+compare: {baseline: {agent: alpha}}
+""",
+    "short_pass": """\
+rule: edge.short_pass
+score: "score.success"
+reduce: {by: [task_id], with: pass_at_k, k: 3, short: exclude}
+aggregate: {group_by: [agent]}
+compare: {baseline: {agent: alpha}}
+""",
+}
+
+
+KINDS = ["message", "tool_call", "tool_result"]
+NAMES = ["search_flights", "book", "cancel", None]
+
+
+def random_rows(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Episodes and steps of a random card: up to 40 episodes over 7 tasks, some without
+    steps, mixed statuses, null and float values spanning 16 orders of magnitude."""
+    episodes, steps = [], []
+    for i in range(rng.randint(1, 40)):
+        eid = f"ep-{i:03d}"
+        episodes.append({"episode_id": eid, "task_id": f"t{rng.randint(0, 6)}", "agent": rng.choice(["alpha", "beta"]),
+                         "status": rng.choice(["completed"] * 4 + ["error", "timeout"]),
+                         "task.category": rng.choice(["a", "b"]), "score.success": rng.random() < 0.5})
+        for s in range(rng.randint(0, 30)):
+            kind = rng.choice(KINDS)
+            steps.append({"episode_id": eid, "seq": s, "kind": kind,
+                          "name": rng.choice(NAMES) if kind != "message" else None,
+                          "content": f"about t{rng.randint(0, 6)}" if kind == "message" else None,
+                          "is_error": rng.random() < 0.3 if kind == "tool_result" else None,
+                          "output_tokens": rng.choice([None, rng.randint(0, 10**6)]),
+                          "cost_usd": rng.choice([None, rng.random() * 10 ** rng.randint(-8, 8)])})
+    return episodes, steps
+
+
+def write_rules(directory: Path, texts: dict[str, str] = FEATURE_RULES) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, text in FEATURE_RULES.items():
+    for name, text in texts.items():
         path = directory / f"{name}.yaml"
         path.write_text(text)
         paths.append(path)
@@ -104,4 +161,4 @@ def row_groups(card: rc.Card) -> int:
                for rel in card.manifest.tables.steps.paths)
 
 
-__all__ = ["FEATURE_RULES", "reblocked", "row_groups", "write_rules"]
+__all__ = ["EDGE_RULES", "FEATURE_RULES", "NAMES", "random_rows", "reblocked", "row_groups", "write_rules"]

@@ -19,14 +19,18 @@ from typer.testing import CliRunner
 import rollout_cards as rc
 from rollout_cards.cli import app
 from rollout_cards.errors import IntegrityError, RuleError
+from rollout_cards.rules.engine import apply_rule
+from rollout_cards.rules.loader import load_rule
 from rollout_cards.rules.render import render
 from rollout_cards.rules.rescore import rescore
 from tests.conftest import FIXTURE_CARDS, REPO
 from tests.fuzzing import cases, seed
 from tests.rules.conftest import build_card
-from tests.scale.conftest import reblocked, row_groups, write_rules
+from tests.scale.conftest import EDGE_RULES, NAMES, random_rows, reblocked, row_groups, write_rules
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+
+from rollout_cards.scale.ray_engine import RayEngine  # noqa: E402 - after the skip
 
 RULES = REPO / "fixtures" / "rules"
 
@@ -41,6 +45,36 @@ def _both(card, rules):
 @pytest.fixture(scope="module")
 def feature_rules(tmp_path_factory):
     return write_rules(tmp_path_factory.mktemp("rules"))
+
+
+#: Rules the Ray engine scores on the driver (their checks or pairings need every observation).
+DRIVER_RULES = {
+    "reduce_with_unit": """\
+rule: driver.reduce_with_unit
+score: "n"
+features:
+  n: {from: steps, where: "kind == 'tool_call'", agg: count}
+reduce: {by: [task_id, agent], with: mean}
+aggregate: {group_by: [agent], unit: task_id}
+compare: {baseline: {agent: alpha}}
+""",
+    "pair_on_other": """\
+rule: driver.pair_on_other
+score: "score.success"
+aggregate: {group_by: [agent], unit: task_id}
+compare: {baseline: {agent: alpha}, pair_on: [trial]}
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def driver_rules(tmp_path_factory):
+    return write_rules(tmp_path_factory.mktemp("driver_rules"), DRIVER_RULES)
+
+
+@pytest.fixture(scope="module")
+def edge_rules(tmp_path_factory):
+    return write_rules(tmp_path_factory.mktemp("edge_rules"), EDGE_RULES)
 
 
 @pytest.fixture(scope="module")
@@ -92,25 +126,88 @@ def test_cli_engine_ray_prints_the_local_json(ray_session, synthetic_in_blocks, 
     assert ray.stdout == local.stdout
 
 
-KINDS = ["message", "tool_call", "tool_result"]
-NAMES = ["search_flights", "book", "cancel", None]
+def _engine_runs(card, paths):
+    """(RuleRun by the Ray engine, by apply_rule) of each rule that applies to `card` (the others
+    raise the local error on Ray too), and the engine's counters."""
+    engine = RayEngine(card)
+    pairs = []
+    for path in paths:
+        rule = load_rule(path)
+        try:
+            local = apply_rule(card, rule, file=str(path))
+        except RuleError as exc:
+            with pytest.raises(RuleError) as ray:
+                engine.run_rule(rule, file=str(path))
+            assert str(ray.value) == str(exc)
+            continue
+        pairs.append((engine.run_rule(rule, file=str(path)), local))
+    engine.finish()
+    return pairs, engine.stats
+
+
+def _same_run(ray, local):
+    assert repr(ray.results) == repr(local.results)
+    assert repr(ray.comparisons) == repr(local.comparisons)
+    assert (ray.warnings, ray.n_episodes_total, ray.n_selected_out) == (
+        local.warnings, local.n_episodes_total, local.n_selected_out)
+
+
+def test_rules_are_scored_on_the_workers_and_only_unit_sums_reach_the_driver(
+        ray_session, synthetic_in_blocks, feature_rules, edge_rules):
+    card = synthetic_in_blocks
+    paths = [*feature_rules, *edge_rules, *sorted(RULES.glob("*.yaml"))]
+    pairs, stats = _engine_runs(card, paths)
+    for ray, local in pairs:
+        _same_run(ray, local)
+    assert stats["split_rules"] == len(pairs) >= len(paths) - 1 and "driver_rules" not in stats
+    assert stats["partial_rows"] == 0  # no step partial travelled to the driver
+
+
+def test_what_reaches_the_driver_grows_with_the_units_not_the_episodes(ray_session, tmp_path, feature_rules):
+    sent = []
+    for n in (400, 3200):  # 8 times the episodes and steps, the same 20 tasks
+        episodes = [{"episode_id": f"e{i:05d}", "task_id": f"t{i % 20}", "agent": ["alpha", "beta"][i % 2],
+                     "status": "completed"} for i in range(n)]
+        steps = [{"episode_id": e["episode_id"], "seq": s, "kind": "tool_call", "name": NAMES[s % 3]}
+                 for e in episodes for s in range(5)]
+        card = build_card(tmp_path / f"c{n}", episodes, steps)
+        pairs, stats = _engine_runs(card, [feature_rules[0]])  # feat.count: unit task_id
+        _same_run(*pairs[0])
+        sent.append(stats["bytes_to_driver"])
+    assert sent[1] < 1.1 * sent[0], sent
+
+
+def test_rules_that_need_every_observation_are_scored_on_the_driver(ray_session, synthetic_in_blocks, driver_rules):
+    pairs, stats = _engine_runs(synthetic_in_blocks, driver_rules)
+    for ray, local in pairs:
+        _same_run(ray, local)
+    assert stats["driver_rules"] == len(driver_rules) and "split_rules" not in stats
+
+
+def test_rule_versus_rule_pairing_on_other_units_is_identical(ray_session, synthetic_in_blocks, feature_rules):
+    # feat.count's unit is task_id, feat.minmax's the episode: their difference pairs on the
+    # coarser one, found from every observation (so both are scored on the driver)
+    local, ray = _both(synthetic_in_blocks, [feature_rules[0], feature_rules[2]])
+    assert ray == local
+
+
+def test_a_rule_error_in_one_partition_is_the_local_error(ray_session, synthetic_in_blocks, tmp_path):
+    path = tmp_path / "infinite.yaml"
+    path.write_text("""\
+rule: bad.infinite
+score: "if(agent == 'alpha' and trial == 2, 1e308 * 10, 1)"
+aggregate: {group_by: [agent], unit: task_id}
+""")
+    with pytest.raises(RuleError) as local:
+        rescore(synthetic_in_blocks, [path])
+    with pytest.raises(RuleError) as ray:
+        rescore(synthetic_in_blocks, [path], engine="ray")
+    assert str(ray.value) == str(local.value) and "infinite for" in str(local.value)
+    assert (ray.value.file, ray.value.key) == (local.value.file, local.value.key)
 
 
 def _random_card(path: Path, rng: random.Random) -> rc.Card:
-    episodes, steps = [], []
-    for i in range(rng.randint(1, 40)):
-        eid = f"ep-{i:03d}"
-        episodes.append({"episode_id": eid, "task_id": f"t{rng.randint(0, 6)}", "agent": rng.choice(["alpha", "beta"]),
-                         "status": rng.choice(["completed"] * 4 + ["error", "timeout"]),
-                         "task.category": rng.choice(["a", "b"]), "score.success": rng.random() < 0.5})
-        for s in range(rng.randint(0, 30)):
-            kind = rng.choice(KINDS)
-            steps.append({"episode_id": eid, "seq": s, "kind": kind,
-                          "name": rng.choice(NAMES) if kind != "message" else None,
-                          "content": f"about t{rng.randint(0, 6)}" if kind == "message" else None,
-                          "is_error": rng.random() < 0.3 if kind == "tool_result" else None,
-                          "output_tokens": rng.choice([None, rng.randint(0, 10**6)]),
-                          "cost_usd": rng.choice([None, rng.random() * 10 ** rng.randint(-8, 8)])})
+    episodes, steps = random_rows(rng)
     with pytest.MonkeyPatch.context() as mp:
         card = build_card(path / "src", episodes, steps)
         return reblocked(card, path / "card", rng.randint(1, 50), mp)
@@ -120,11 +217,11 @@ def _random_card(path: Path, rng: random.Random) -> rc.Card:
 @settings(max_examples=cases(3), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=st.integers(min_value=0, max_value=2**32))
-def test_random_cards_are_identical_on_ray(ray_session, feature_rules, case):
+def test_random_cards_are_identical_on_ray(ray_session, feature_rules, edge_rules, case):
     rng = random.Random(seed() * 7919 + case)
     with tempfile.TemporaryDirectory() as tmp:
         card = _random_card(Path(tmp), rng)
-        rules = [r for r in feature_rules if "episode_column" not in r.name]
+        rules = [r for r in [*feature_rules, *edge_rules] if "episode_column" not in r.name]
         try:
             local = render(rescore(card, rules), "json")
         except RuleError as exc:  # e.g. every episode excluded: the same error on Ray
@@ -149,8 +246,8 @@ def test_a_changed_steps_part_is_an_integrity_error_on_ray(ray_session, syntheti
     assert result.exit_code == 1 and "inventory" in result.output and result.stdout == ""
 
 
-def _ray_task_workers() -> list[int]:
-    """Ray worker processes of this test's session that are running a task (not idle)."""
+def _ray_task_workers(task: str) -> list[int]:
+    """Ray worker processes of this test's session that are running `task` (not idle)."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -159,13 +256,16 @@ def _ray_task_workers() -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
         except OSError:
             continue
-        if cmdline.startswith("ray::") and "IDLE" not in cmdline and "Map" in cmdline:
+        if cmdline.startswith("ray::") and "IDLE" not in cmdline and task in cmdline:
             out.append(int(pid))
     return out
 
 
 @pytest.mark.slow
-def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, feature_rules):
+@pytest.mark.parametrize("task", ["_step_blocks", "_score_partition", "Map"])
+def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, feature_rules, driver_rules, task):
+    """A worker killed while it reads steps blocks, while it scores a partition (the rules that
+    split by unit), or in the Ray Data map of a rule scored on the driver."""
     rng = random.Random(5)
     episodes = [{"episode_id": f"e{i:05d}", "task_id": f"t{i % 50}", "agent": ["alpha", "beta"][i % 2],
                  "status": "completed"} for i in range(2000)]
@@ -173,14 +273,14 @@ def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, 
               "cost_usd": rng.random()} for e in episodes for s in range(20)]
     with pytest.MonkeyPatch.context() as mp:
         card = reblocked(build_card(tmp_path / "src", episodes, steps), tmp_path / "card", 200, mp)
-    rules = [feature_rules[0], feature_rules[3]]
+    rules = [feature_rules[0], feature_rules[3]] if task != "Map" else [driver_rules[0]]
     local = render(rescore(card, rules), "json")
     killed: list[int] = []
     stop = threading.Event()
 
     def killer() -> None:
         while not stop.is_set() and not killed:
-            for pid in _ray_task_workers():
+            for pid in _ray_task_workers(task):
                 os.kill(pid, signal.SIGKILL)  # a worker process this session started, by its id
                 killed.append(pid)
                 break
@@ -197,7 +297,7 @@ def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, 
     finally:
         stop.set()
         thread.join()
-    assert killed, "no Ray worker was seen running a block task"
+    assert killed, f"no Ray worker was seen running {task}"
     print(f"killed worker {killed[0]}; the job {'finished with the local numbers' if ray else 'failed with one EngineError'}")
     if ray is not None:
         assert ray == local

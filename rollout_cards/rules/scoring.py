@@ -1,0 +1,393 @@
+"""Scoring and per-unit sums over one partition of the episodes: what a rule run does
+between the features and the statistics, in pieces that merge.
+
+    run_partition(plan, table) -> PartitionRun      # score, on_status / on_missing, reduce,
+                                                    # per-unit sums per (group, stratum) cell
+    engine.merge_partitions(plan, runs) -> RuleRun  # intervals, comparisons (rules/engine.py)
+
+A partition is any set of episodes that holds every episode of each unit it has (and, with
+a reduce, every attempt of each key): the local engine runs the whole card as one; the Ray
+engine (rollout_cards.scale) runs one per worker task. A `PartitionRun` names groups, strata
+and units by their labels, not by codes, so partitions merge: its counts are integers and
+its per-unit sums were added in the episodes table's order, exactly as over the whole table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import CardFormatError, RuleError
+from ..tables import TerminalStatus
+from .aggregation import best_of_k_warning
+from .grouping import Factor, factorize
+from .reducers import reduce_attempts
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..model.rule import Reduce
+    from .engine import _Plan
+
+__all__ = ["PartitionRun", "ReduceCounts", "reduce_info", "run_partition", "unit_sums"]
+
+
+# ------------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True, eq=False)
+class _Scored:
+    values: np.ndarray
+    included: np.ndarray
+    selected: np.ndarray
+    excluded_status: dict[str, np.ndarray]
+    missing: np.ndarray
+    missing_excluded: np.ndarray
+
+
+def _as_float(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(array.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _score(table: pa.Table, plan: _Plan) -> _Scored:
+    rule, file, n = plan.rule, plan.file, table.num_rows
+    if plan.select is not None:
+        selected = plan.select.evaluate(table).fill_null(False).to_numpy(zero_copy_only=False)
+        selected = np.asarray(selected, dtype=bool)
+    else:
+        selected = np.ones(n, dtype=bool)
+    raw = _as_float(plan.score.evaluate(table)) if n else np.zeros(0)
+    statuses = factorize(table, ["status"])
+    allowed = {s.value for s in TerminalStatus}
+    values = np.full(n, np.nan)
+    use_score = np.zeros(n, dtype=bool)
+    excluded_status: dict[str, np.ndarray] = {}
+    for code, (status,) in enumerate(statuses.labels):
+        if status not in allowed:
+            raise CardFormatError(
+                f"episodes.status holds {str(status)[:40]!r}, which is not a terminal state "
+                f"({', '.join(sorted(allowed))}); validate the card"
+            )
+        rows = statuses.codes == code
+        policy = rule.on_status.policy(status)
+        if policy == "score":
+            use_score |= rows
+        elif policy == "exclude":
+            excluded_status[status] = rows & selected
+        else:
+            values[rows] = float(policy)
+    values[use_score] = raw[use_score]
+    scored = use_score & selected
+    infinite = scored & np.isinf(raw)
+    if infinite.any():
+        first = table.column("episode_id")[int(np.flatnonzero(infinite)[0])].as_py()
+        raise RuleError(
+            f"the score is infinite for {int(infinite.sum())} episode(s) (first: {first!r}); "
+            "bound it, e.g. min(x, 1e6), or exclude those episodes with select",
+            file=file,
+            key="score",
+        )
+    missing = scored & np.isnan(raw)
+    missing_excluded = np.zeros(n, dtype=bool)
+    if missing.any():
+        if rule.on_missing == "error":
+            first = table.column("episode_id")[int(np.flatnonzero(missing)[0])].as_py()
+            raise RuleError(
+                f"{int(missing.sum())} scored episode(s) have a null or NaN score (first: {first!r}); "
+                "set on_missing to a number or to exclude, or make the score expression total "
+                "(e.g. coalesce(score.x, 0))",
+                file=file,
+                key="on_missing",
+            )
+        if rule.on_missing == "exclude":
+            missing_excluded = missing
+        else:
+            values[missing] = float(rule.on_missing)
+    excluded = np.zeros(n, dtype=bool)
+    for rows in excluded_status.values():
+        excluded |= rows
+    included = selected & ~excluded & ~missing_excluded
+    return _Scored(values, included, selected, excluded_status, missing, missing_excluded)
+
+
+# ------------------------------------------------------------------------ observations
+
+
+@dataclass(frozen=True)
+class ReduceCounts:
+    """What a reduce left in a partition: keys kept, their fewest and most attempts, keys
+    left out as short (`reduce.short: exclude`)."""
+
+    keys: int
+    attempts_min: int
+    attempts_max: int
+    short: int
+
+
+def reduce_info(spec: Reduce, parts: Sequence[ReduceCounts]) -> tuple[dict[str, Any], list[str]]:
+    """The reduce summary of a result and its warnings, from every partition's counts."""
+    kept = [p for p in parts if p.keys]
+    lowest = min((p.attempts_min for p in kept), default=0)
+    highest = max((p.attempts_max for p in kept), default=0)
+    short = sum(p.short for p in parts)
+    info: dict[str, Any] = {
+        "by": list(spec.by),
+        "with": spec.with_.value,
+        "k": spec.k if spec.k is not None else highest,
+        "attempts_min": lowest,
+        "attempts_max": highest,
+    }
+    warnings = []
+    if spec.short == "exclude":
+        info["short_excluded"] = short
+        if short:
+            warnings.append(
+                f"{short} {'+'.join(spec.by)} key(s) had fewer than k={spec.k} attempts and were "
+                f"left out of {spec.with_.value} (reduce.short: exclude)"
+            )
+    if spec.with_.value == "max" and kept:
+        warnings.append(best_of_k_warning("+".join(spec.by), highest, lowest))
+    return info, warnings
+
+
+@dataclass(frozen=True, eq=False)
+class _Cells:
+    """Per-observation codes and values, before cells are formed."""
+
+    values: np.ndarray
+    group: np.ndarray
+    stratum: np.ndarray
+    unit: np.ndarray
+    unit_labels: list[tuple[Any, ...]]
+    episodes: np.ndarray  # episodes behind each observation (1 without reduce)
+    identity: pa.Table
+    unit_name: str
+    reduced: ReduceCounts | None
+
+
+def _describe(labels: Sequence[tuple[Any, ...]], columns: Sequence[str], code: int) -> str:
+    if not columns:
+        return "the whole card"
+    return ", ".join(f"{c}={v}" for c, v in zip(columns, labels[code], strict=True))
+
+
+def _check_units(unit: Factor, columns: list[str], file: str | None) -> None:
+    null_units = [i for i, label in enumerate(unit.labels) if any(v is None for v in label)]
+    if null_units:
+        count = int(np.isin(unit.codes, null_units).sum())
+        raise RuleError(
+            f"{', '.join(columns)} is null for {count} observed episode(s); every observation needs a "
+            "unit: fill the column, or choose another unit",
+            file=file,
+            key="aggregate.unit",
+        )
+
+
+def _observations(
+    table: pa.Table, scored: _Scored, groups: Factor, strata: Factor, plan: _Plan
+) -> _Cells:
+    rule, file = plan.rule, plan.file
+    rows = np.flatnonzero(scored.included)
+    obs = table.take(pa.array(rows, pa.int64()))
+    values = scored.values[rows]
+    gcode, scode = groups.codes[rows], strata.codes[rows]
+    if rule.reduce is None:
+        unit_columns = plan.unit or ["episode_id"]
+        unit = factorize(obs, unit_columns)
+        _check_units(unit, unit_columns, file)
+        return _Cells(
+            values,
+            gcode,
+            scode,
+            unit.codes,
+            unit.labels,
+            np.ones(rows.size, dtype=np.int64),
+            obs,
+            "+".join(unit_columns),
+            None,
+        )
+    spec = rule.reduce
+    by = factorize(obs, spec.by)
+    n_strata, n_by = max(1, strata.size), max(1, by.size)
+    key = (gcode * n_strata + scode) * n_by + by.codes
+    group_by = rule.aggregate.group_by
+
+    def describe(packed: int) -> str:
+        g, rest = divmod(packed, n_strata * n_by)
+        text = _describe(by.labels, spec.by, rest % n_by)
+        if group_by:
+            text += f" of {_describe(groups.labels, group_by, g)}"
+        return text
+
+    order = None
+    if "trial" in obs.column_names:
+        order = np.nan_to_num(_as_float(obs.column("trial")), nan=np.inf)
+    reduced = reduce_attempts(values, key, spec, order=order, describe=describe, file=file)
+    g_red = reduced.keys // (n_strata * n_by)
+    s_red = (reduced.keys // n_by) % n_strata
+    b_red = reduced.keys % n_by
+    constant = list(dict.fromkeys([*group_by, *rule.aggregate.strata, *spec.by]))
+    if plan.unit is None:
+        unit_codes, unit_labels, unit_name = b_red, by.labels, "+".join(spec.by)
+        _check_units(Factor(b_red, by.labels), spec.by, file)
+    else:
+        unit = factorize(obs, plan.unit)
+        _check_units(unit, plan.unit, file)
+        pairs = np.unique(key * max(1, unit.size) + unit.codes).size
+        if pairs != reduced.keys.size + reduced.short:  # short: keys left out by reduce.short
+            raise RuleError(
+                f"unit {'+'.join(plan.unit)} takes several values within one reduce group "
+                f"(by {'+'.join(spec.by)}); after a reduce the unit must be constant per reduce "
+                f"key: use the reduce key ({'+'.join(spec.by)}) or a coarser column",
+                file=file,
+                key="aggregate.unit",
+            )
+        unit_codes, unit_labels = unit.codes[reduced.first_row], unit.labels
+        unit_name = "+".join(plan.unit)
+        constant += [c for c in plan.unit if c not in constant]
+    identity = obs.take(pa.array(reduced.first_row, pa.int64())).select(constant)
+    counts = ReduceCounts(
+        int(reduced.keys.size),
+        int(reduced.attempts.min()) if reduced.attempts.size else 0,
+        int(reduced.attempts.max()) if reduced.attempts.size else 0,
+        reduced.short,
+    )
+    return _Cells(
+        reduced.values,
+        g_red,
+        s_red,
+        unit_codes,
+        unit_labels,
+        reduced.attempts,
+        identity,
+        unit_name,
+        counts,
+    )
+
+
+# ------------------------------------------------------------------------- partitions
+
+#: Per (group, stratum) cell: its units' codes (ascending), counts, sums, sums of squares,
+#: and whether every value is 0 or 1.
+CellSums = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]
+#: Per group, on a pairing unit: the units' labels (sorted), counts, sums, sums of squares.
+GroupSums = tuple[list[tuple[Any, ...]], np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True, eq=False)
+class PartitionRun:
+    """One partition's share of a rule run. Cells are `g * max(1, len(strata)) + s` over
+    this partition's own (sorted) `groups` and `strata` labels; `units` are the labels the
+    cells' unit codes point into. `group_units` (when asked for) holds, per group, the
+    per-unit sums on the pairing unit that comparisons and rankings use; `cells_local`
+    keeps every observation (the local engine's `Observations`, never sent anywhere)."""
+
+    rows: int
+    selected_out: int
+    groups: list[tuple[Any, ...]]
+    strata: list[tuple[Any, ...]]
+    counts: dict[str, np.ndarray]
+    by_status: dict[str, np.ndarray]
+    episodes: np.ndarray
+    units: list[tuple[Any, ...]]
+    cells: dict[tuple[int, int], CellSums]
+    unit_name: str
+    reduced: ReduceCounts | None
+    identity: pa.Schema
+    group_units: dict[int, GroupSums] | None = None
+    cells_local: _Cells | None = None
+    group_factor: Factor | None = None
+
+
+def _cell_sums(cells: _Cells, n_strata: int) -> dict[tuple[int, int], CellSums]:
+    """Per-unit sums for every (group, stratum) cell with observations: one bincount each,
+    so each unit's values are added in the order of the observations."""
+    n_units = max(1, len(cells.unit_labels))
+    packed = (cells.group * n_strata + cells.stratum) * n_units + cells.unit
+    uniq, inverse = np.unique(packed, return_inverse=True)
+    v = cells.values
+    counts = np.bincount(inverse, minlength=uniq.size)
+    sums = np.bincount(inverse, weights=v, minlength=uniq.size)
+    sumsq = np.bincount(inverse, weights=v * v, minlength=uniq.size)
+    binary = np.bincount(inverse, weights=np.isin(v, (0.0, 1.0)), minlength=uniq.size)
+    cell_of = uniq // n_units
+    units = uniq % n_units
+    out: dict[tuple[int, int], CellSums] = {}
+    starts = np.flatnonzero(np.r_[True, cell_of[1:] != cell_of[:-1]]) if uniq.size else []
+    bounds = [*map(int, starts), int(uniq.size)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        g, s = divmod(int(cell_of[a]), n_strata)
+        out[(g, s)] = (units[a:b], counts[a:b], sums[a:b], sumsq[a:b],
+                       bool(np.all(binary[a:b] == counts[a:b])))
+    return out
+
+
+def _counts(codes: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(codes[mask], minlength=size)
+
+
+def unit_sums(codes: np.ndarray, values: np.ndarray, identity: pa.Table, group: int,
+              columns: list[str]) -> GroupSums | None:
+    """A group's observations summed per value of `columns` (None: the group has none)."""
+    mask = codes == group
+    if not mask.any():
+        return None
+    pair = factorize(identity.filter(pa.array(mask)), columns)
+    v = values[mask]
+    return (pair.labels, np.bincount(pair.codes, minlength=pair.size),
+            np.bincount(pair.codes, weights=v, minlength=pair.size),
+            np.bincount(pair.codes, weights=v * v, minlength=pair.size))
+
+
+def run_partition(plan: _Plan, table: pa.Table, *, pair_units: list[str] | None = None,
+                  keep: bool = False) -> PartitionRun:
+    """Score `table` (episodes with their features attached) and sum per unit.
+
+    `pair_units`: also sum per group on these columns (for comparisons and rankings
+    computed elsewhere); `keep`: keep the observations (the local engine's Observations).
+    Raises what the local engine raises for the same rows (RuleError, CardFormatError)."""
+    agg = plan.rule.aggregate
+    scored = _score(table, plan)
+    groups = factorize(table, agg.group_by)
+    strata = factorize(table, agg.strata)
+    cells = _observations(table, scored, groups, strata, plan)
+    n_strata = max(1, strata.size)
+    cell_codes = groups.codes * n_strata + strata.codes
+    size = groups.size * n_strata
+    counts = {
+        "selected_out": _counts(cell_codes, ~scored.selected, size),
+        "missing": _counts(cell_codes, scored.missing, size),
+        "missing_excluded": _counts(cell_codes, scored.missing_excluded, size),
+        "present": _counts(cell_codes, np.ones(table.num_rows, dtype=bool), size),
+    }
+    by_status = {s: _counts(cell_codes, rows, size) for s, rows in scored.excluded_status.items()}
+    episodes = np.bincount(
+        cells.group * n_strata + cells.stratum, weights=cells.episodes, minlength=size
+    ).astype(np.int64)
+    group_units = None
+    if pair_units is not None:
+        group_units = {}
+        for g in range(groups.size):
+            sums = unit_sums(cells.group, cells.values, cells.identity, g, pair_units)
+            if sums is not None:
+                group_units[g] = sums
+    return PartitionRun(
+        rows=table.num_rows,
+        selected_out=int((~scored.selected).sum()),
+        groups=groups.labels,
+        strata=strata.labels,
+        counts=counts,
+        by_status=by_status,
+        episodes=episodes,
+        units=cells.unit_labels,
+        cells=_cell_sums(cells, n_strata),
+        unit_name=cells.unit_name,
+        reduced=cells.reduced,
+        identity=cells.identity.schema,
+        group_units=group_units,
+        cells_local=cells if keep else None,
+        group_factor=groups if keep else None,
+    )

@@ -1,0 +1,113 @@
+"""Scoring in partitions: a card's episodes split into partitions that each hold whole units,
+scored and summed per partition and merged, give the run over the whole table, field for
+field (what the Ray engine does on its workers; no Ray needed here)."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rollout_cards as rc
+from rollout_cards.errors import RolloutCardError
+from rollout_cards.rules.engine import apply_rule, merge_partitions, observation_unit, plan_rule
+from rollout_cards.rules.features import attach_features, compute_features
+from rollout_cards.rules.loader import load_rule
+from rollout_cards.rules.scoring import run_partition
+from tests.conftest import FIXTURE_CARDS, REPO
+from tests.fuzzing import cases, seed
+from tests.rules.conftest import build_card
+from tests.scale.conftest import EDGE_RULES, FEATURE_RULES, random_rows
+
+RULES = REPO / "fixtures" / "rules"
+
+def _rules() -> list[tuple[str, object]]:
+    texts = {**FEATURE_RULES, **EDGE_RULES}
+    out = []
+    for name, text in texts.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.yaml"
+            path.write_text(text)
+            out.append((name, load_rule(path)))
+    for path in sorted(RULES.glob("*.yaml")):
+        out.append((path.stem, load_rule(path)))
+    return out
+
+
+def _table(card: rc.Card, plan) -> pa.Table:  # noqa: ANN001
+    table = card.episodes(columns=plan.episode_columns)
+    if plan.features:
+        table = attach_features(table, compute_features(features=plan.features, card=card, episodes=table),
+                                plan.features)
+    return table
+
+
+def _partitioned(card: rc.Card, rule, parts: int, salt: int):  # noqa: ANN001
+    """`rule` over `card` split by a hash of each episode's unit into `parts` partitions."""
+    plan = plan_rule(card, rule)
+    table = _table(card, plan)
+    unit = observation_unit(rule)
+    keys = ["\x1f".join(map(str, row.values())) for row in table.select(unit).to_pylist()]
+    which = pa.array([zlib.crc32(f"{salt}:{k}".encode()) % parts for k in keys])
+    pieces = [table.filter(pa.compute.equal(which, p)) for p in range(parts)]
+    return merge_partitions(plan, [run_partition(plan, piece, pair_units=unit) for piece in pieces])
+
+
+def _same(a, b) -> None:  # noqa: ANN001
+    assert repr(a.results) == repr(b.results)
+    assert repr(a.comparisons) == repr(b.comparisons)
+    assert (a.warnings, a.n_episodes_total, a.n_selected_out) == (b.warnings, b.n_episodes_total, b.n_selected_out)
+    for g in range(len(b.observations.groups.labels)):
+        unit = list(b.observations.unit)
+        from rollout_cards.rules.engine import unit_stats_on
+
+        x, y = unit_stats_on(a.observations, g, unit), unit_stats_on(b.observations, g, unit)
+        assert x.units.tolist() == y.units.tolist() and x.sums.tolist() == y.sums.tolist()
+        assert x.counts.tolist() == y.counts.tolist() and x.sumsq.tolist() == y.sumsq.tolist()
+
+
+def _applies(card: rc.Card, rule) -> object | None:  # noqa: ANN001
+    try:
+        return apply_rule(card, rule)
+    except RolloutCardError:
+        return None
+
+
+@pytest.mark.parametrize("parts", [1, 2, 7])
+def test_partitions_of_the_synthetic_card_merge_to_the_whole_run(parts):
+    card = rc.open(FIXTURE_CARDS / "synthetic")
+    checked = 0
+    for name, rule in _rules():
+        whole = _applies(card, rule)
+        if whole is None:
+            continue
+        _same(_partitioned(card, rule, parts, salt=parts), whole)
+        checked += 1
+    assert checked >= 8
+
+
+@pytest.mark.fuzz
+@settings(max_examples=cases(10), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=st.integers(min_value=0, max_value=2**32))
+def test_random_cards_in_random_partitions_merge_to_the_whole_run(case):
+    rng = random.Random(seed() * 104729 + case)
+    with tempfile.TemporaryDirectory() as tmp:
+        episodes, steps = random_rows(rng)
+        card = build_card(Path(tmp) / "card", episodes, steps)
+        for name, rule in _rules():
+            if name.startswith("synthetic") or "episode_column" in name:
+                continue  # read columns these cards do not have
+            whole = _applies(card, rule)
+            parts = rng.randint(1, 9)
+            if whole is None:  # a partition holding the failing rows raises the same class
+                with pytest.raises(RolloutCardError):
+                    _partitioned(card, rule, parts, salt=case)
+                continue
+            _same(_partitioned(card, rule, parts, salt=case), whole)
