@@ -4,12 +4,15 @@ generator: n episodes, 20n steps, 64k-step row groups), with 1 and 2 Ray worker 
     pip install -e '.[ray]'
     python benchmarks/bench_scale.py                           # 250k and 1M episodes (5M / 20M steps)
     python benchmarks/bench_scale.py --sizes 100000 --repeat 3 # a quicker run
+    python benchmarks/bench_scale.py --driver-path             # also Ray with scoring on the driver
 
 For each size and rule (`count`: a count feature; `regex`: a `last` feature over message text)
 it prints the median time of the rule (digests checked, as `rcard rescore` does) per engine,
 the Ray engine's ratio to the local one, the one-off Ray start-up, peak RSS of the driver and
-of the busiest Ray worker, and what travelled to the driver (partial rows and bytes) — then
-the per-block throughput the projection in docs/scale.md starts from. Every run's results
+of the busiest Ray worker, and what travelled to the driver (per-unit sums; with
+--driver-path also the path that scores on the driver: partial rows) — then the per-worker
+throughput the projection in docs/scale.md starts from. Driver RSS at two sizes shows
+whether the driver's memory depends on the number of steps and episodes. Every run's results
 (value, interval, n per agent) are checked equal to the local engine's before any time counts.
 Each engine runs in a fresh interpreter (peak RSS via getrusage; workers via /proc VmHWM).
 """
@@ -67,6 +70,9 @@ def _worker_peaks_mb() -> list[float]:
 
 
 def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> None:
+    """One engine in this process: `local`, `ray` (scored on the workers) or `ray-driver`
+    (step features on the workers, scoring on the driver: the path of rules that need every
+    observation)."""
     import rollout_cards as rc
     from rollout_cards.rules.engine import apply_rule
     from rollout_cards.rules.loader import parse_rule
@@ -77,7 +83,7 @@ def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> Non
         return
     rule = parse_rule(RULES.get(rule_name, DRIVER_ONLY), file="bench.yaml")
     times, out, stats, startup = [], None, {}, 0.0
-    if engine == "ray":
+    if engine.startswith("ray"):
         import ray
 
         from rollout_cards.scale.ray_engine import RayEngine, quiet_data_context
@@ -89,9 +95,9 @@ def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> Non
     for _ in range(repeat):
         card = rc.open(path)
         t0 = time.perf_counter()
-        if engine == "ray":
+        if engine.startswith("ray"):
             steps = RayEngine(card)
-            run = apply_rule(card, rule, step_features=steps.features)
+            run = steps.run_rule(rule, split=engine == "ray")
             steps.finish()
             stats = steps.stats
         else:
@@ -99,7 +105,7 @@ def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> Non
         card.verify_all()
         times.append(time.perf_counter() - t0)
         out = _results(run)
-    workers_mb = _worker_peaks_mb() if engine == "ray" else []
+    workers_mb = _worker_peaks_mb() if engine.startswith("ray") else []
     print(json.dumps({"times": times, "startup": startup, "rss": peak_rss_mb(), "results": out,
                       "worker_rss_max": max(workers_mb, default=0.0), "workers_seen": len(workers_mb),
                       "stats": stats}))
@@ -110,6 +116,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 1_000_000])
     ap.add_argument("--only", nargs="+", choices=RULE_NAMES, default=list(RULE_NAMES))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--driver-path", action="store_true",
+                    help="Also time the Ray engine with scoring on the driver (2 worker CPUs).")
     ap.add_argument("--driver-only", action="store_true",
                     help="Time only the episodes-side work (the rule without its step feature), locally.")
     ap.add_argument("--child", nargs=5, metavar=("ENGINE", "N", "RULE", "WORKERS", "REPEAT"), help=argparse.SUPPRESS)
@@ -139,23 +147,29 @@ def main() -> None:
             base = statistics.median(local["times"])
             print(row("local (1 process)", f"{base:.2f}", "1.00", f"{local['times'][0]:.2f}", f"{local['rss']:.0f}",
                       "-", widths=(30, 10, 10, 12, 12, 12)))
-            for workers in (1, 2):
-                got = run_child(SCRIPT, "ray", str(n), rule, str(workers), str(args.repeat))
+            variants = [("ray", 1), ("ray", 2)] + ([("ray-driver", 2)] if args.driver_path else [])
+            for engine, workers in variants:
+                got = run_child(SCRIPT, engine, str(n), rule, str(workers), str(args.repeat))
                 if got["results"] != local["results"]:
-                    raise SystemExit(f"ray ({workers} workers) differs from local: {got['results']} vs {local['results']}")
+                    raise SystemExit(f"{engine} ({workers} workers) differs from local: {got['results']} vs {local['results']}")
                 t = statistics.median(got["times"])
-                s = got["stats"]
-                print(row(f"ray, {workers} worker CPU(s)", f"{t:.2f}", f"{t / base:.2f}", f"{got['times'][0]:.2f}",
+                where = "scored on workers" if engine == "ray" else "scored on driver"
+                print(row(f"ray {where}, {workers} CPU(s)", f"{t:.2f}", f"{t / base:.2f}", f"{got['times'][0]:.2f}",
                           f"{got['rss']:.0f}", f"{got['worker_rss_max']:.0f}", widths=(30, 10, 10, 12, 12, 12)))
-                per_run = dict(s)  # the last run's engine: figures of one run
-                print(f"    start-up {got['startup']:.1f} s (once per session); {per_run['blocks']:.0f} blocks; "
-                      f"to the driver per run: {per_run['partial_rows']:,.0f} partial rows, "
-                      f"{per_run['bytes_to_driver'] / 2**20:.1f} MiB ({per_run['bytes_to_driver'] / steps:.2f} B/step); "
-                      f"driver merge {per_run['merge_seconds']:.2f} s; "
+                per_run = dict(got["stats"])  # the last run's engine: figures of one run
+                if engine == "ray":
+                    sent = (f"to the driver per run: {per_run['bytes_to_driver'] / 2**10:,.0f} KiB of per-unit sums "
+                            f"from {per_run.get('partitions', 0):.0f} partitions, no step partials")
+                else:
+                    sent = (f"to the driver per run: {per_run['partial_rows']:,.0f} partial rows, "
+                            f"{per_run['bytes_to_driver'] / 2**20:.1f} MiB ({per_run['bytes_to_driver'] / steps:.2f} "
+                            f"B/step); driver merge {per_run['merge_seconds']:.2f} s")
+                print(f"    start-up {got['startup']:.1f} s (once per session); {per_run['blocks']:.0f} blocks; {sent}; "
                       f"throughput {steps / t / workers / 1e6:.2f} M steps/s per worker CPU")
-                print(json.dumps({"n": n, "rule": rule, "workers": workers, "local_s": base, "ray_s": t,
-                                  "startup_s": got["startup"], "driver_mib": got["rss"], "local_mib": local["rss"],
-                                  "worker_mib": got["worker_rss_max"], **per_run}))
+                print(json.dumps({"n": n, "rule": rule, "engine": engine, "workers": workers, "local_s": base,
+                                  "ray_s": t, "times": got["times"], "startup_s": got["startup"],
+                                  "driver_mib": got["rss"], "local_mib": local["rss"],
+                                  "worker_mib": got["worker_rss_max"], "load": os.getloadavg()[0], **per_run}))
 
 
 if __name__ == "__main__":

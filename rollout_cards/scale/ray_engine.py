@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -43,6 +43,7 @@ from ..model.rule import Rule
 from ..rules.engine import apply_rule
 from ..rules.features import CompiledFeature, FeatureStream, compile_features, step_columns
 from ..rules.results import RuleRun
+from .packed import worker_filesystem
 from .ray_partitions import PartitionedRule, block_partials, split_unit
 from .remote_errors import error_row, raise_remote
 
@@ -182,14 +183,24 @@ def _hash_part(filesystem: pafs.FileSystem, path: str, limit: int | None) -> tup
 # ----------------------------------------------------------------------------- driver side
 
 
-def _worker_filesystem(source: Any) -> tuple[pafs.FileSystem, str]:
-    """The source's filesystem, if workers can open it (not a packed file's memory map)."""
+def _worker_filesystem(source: Any, rels: list[str]) -> tuple[pafs.FileSystem, str]:
+    """A filesystem workers can open for the files `rels` of `source`, and its base path: the
+    source's own, or for a packed card the archive's members read in place (`packed.py`)."""
     fs, base = source.filesystem()
-    if isinstance(fs, pafs.PyFileSystem):
-        raise EngineError(
-            f"{source.name}: the ray engine reads card directories and URIs its workers can open, "
-            f"not packed files; unpack it first (rcard unpack {source.name} -o DIR)")
+    if not isinstance(fs, pafs.PyFileSystem):
+        return fs, base
+    from ..io.archive import ArchiveSource
+
+    if not isinstance(source, ArchiveSource):
+        raise EngineError(f"{source.name}: the ray engine reads card directories, packed cards and URIs "
+                          "its workers can open, not this source; unpack or copy it first")
+    fs, root = worker_filesystem(source, rels)
+    assert root == base, (root, base)  # scans keep the driver's paths
     return fs, base
+
+
+def _tables(card: Card) -> list[str]:
+    return [*card.manifest.tables.episodes.paths, *card.manifest.tables.steps.paths]
 
 
 def _failed(name: str, exc: BaseException) -> EngineError:
@@ -216,13 +227,13 @@ class RayEngine:
 
     def __post_init__(self) -> None:
         self.ray = import_ray()
-        _worker_filesystem(self.card.source)
+        self.filesystem, _ = _worker_filesystem(self.card.source, _tables(self.card))
         self._hashes: dict[str, Any] = {}
         if self.card.verify:
             remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
             listed = {f.path: f.bytes for f in self.card.manifest.inventory.files}
             for table in ("episodes", "steps"):
-                scan = self.card.block_scan(table, ["episode_id"])
+                scan = self.block_scan(self.card, table, ["episode_id"])
                 for rel, path in zip(scan.rels, scan.paths, strict=True):
                     if rel in listed:  # one byte more than listed: a longer file must not pass as its prefix
                         self._hashes[rel] = remote.remote(scan.filesystem, path, listed[rel] + 1)
@@ -233,6 +244,13 @@ class RayEngine:
         for rel, ref in hashes.items():
             digest, size = self.get(ref)
             self.card.record_digest(rel, digest, size)
+
+    def block_scan(self, card: Card, table: str, columns: list[str], *, encoded: bool = False) -> BlockScan:
+        """`card.block_scan(...)` through the filesystem the workers open."""
+        scan = card.block_scan(table, columns, encoded=encoded)
+        if card is not self.card:
+            return replace(scan, filesystem=_worker_filesystem(card.source, _tables(card))[0])
+        return replace(scan, filesystem=self.filesystem)
 
     def get(self, refs: Any) -> Any:
         """`ray.get(refs)`; a job that failed after Ray's retries is one EngineError."""
@@ -279,7 +297,7 @@ class RayEngine:
                  episodes: pa.Table) -> dict[str, pa.Table]:
         """`features.compute_features(features, card=card, episodes=episodes)`, on Ray."""
         ray = self.ray
-        blocks = card.block_scan("steps", step_columns(features), encoded=True)
+        blocks = self.block_scan(card, "steps", step_columns(features), encoded=True)
         descriptors = blocks.blocks()
         visible = {c for f in features for c in f.episode_columns.values()}
         ref = ray.put(episodes.select(["episode_id", *sorted(visible)])) if visible else None
@@ -343,12 +361,13 @@ class RayChecks:
     def __init__(self, source: Any):
         self.ray = import_ray()
         self.source = source
-        self.fs, self.base = _worker_filesystem(source)
+        _worker_filesystem(source, [])  # refused now if the workers cannot open it
 
     def hash_files(self, rels: list[str]) -> dict[str, tuple[str, int]]:
         """{rel: (sha256, bytes)} of whole files (the validator's digests are not size-capped)."""
         remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
-        refs = [remote.remote(self.fs, f"{self.base}/{rel}", None) for rel in rels]
+        fs, base = _worker_filesystem(self.source, rels)
+        refs = [remote.remote(fs, f"{base}/{rel}", None) for rel in rels]
         try:
             return dict(zip(rels, self.ray.get(refs), strict=True))
         except self.ray.exceptions.RayError as exc:

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import RolloutCardError
 from ..io.decode import DecodeBudget
@@ -161,9 +160,11 @@ def _step_blocks(job: _RuleJob, blocks: list[tuple[int, int, int]], *routing: pa
     """Task: a run of steps row groups -> per partition, the (block, batch, feature, partial)
     of its episodes; and per block (block, decoded bytes, error)."""
     plan = _cached(job, "plan", job.plan)
-    table = None
+    table = lookup = None
     if routing:
         table = _cached(job, "routing", lambda: pa.concat_tables(routing))
+        lookup = _cached(job, "lookup", lambda: dict(zip(table.column("episode_id").to_pylist(),
+                                                          table.column("_partition").to_pylist(), strict=True)))
     stream = FeatureStream(plan.features, table, numbered=False)  # only its kernel is used here
     out: list[list[tuple[int, int, int, pa.Table]]] = [[] for _ in range(job.parts)]
     done: list[tuple[int, int, Any]] = []
@@ -172,7 +173,7 @@ def _step_blocks(job: _RuleJob, blocks: list[tuple[int, int, int]], *routing: pa
         budget = DecodeBudget(f"{job.steps.name}: the steps table", job.steps.stored)
         try:
             for n, i, partial in block_partials(job.steps, stream, part, row_group, budget, job.batch_rows):
-                for p, piece in _route_partial(job, partial, table):
+                for p, piece in _route_partial(job, partial, lookup):
                     out[p].append((block, n, i, piece))
             done.append((block, budget.used, None))
         except RolloutCardError as exc:
@@ -181,15 +182,14 @@ def _step_blocks(job: _RuleJob, blocks: list[tuple[int, int, int]], *routing: pa
     return (*out, done)
 
 
-def _route_partial(job: _RuleJob, partial: pa.Table, routing: pa.Table | None) -> list[tuple[int, pa.Table]]:
+def _route_partial(job: _RuleJob, partial: pa.Table, routing: dict[str, int] | None) -> list[tuple[int, pa.Table]]:
     if routing is None:
         routes = _routes(partial, ["episode_id"], job.parts)
     else:
-        at = pc.index_in(partial.column("episode_id"), value_set=routing.column("episode_id"))
-        known = at.is_valid()
-        if not pc.all(known).as_py():  # steps of no episode: no partition holds them
-            partial, at = partial.filter(known), at.filter(known)
-        routes = routing.column("_partition").take(at).to_numpy(zero_copy_only=False)
+        ids = partial.column("episode_id").to_pylist()
+        routes = np.fromiter((routing.get(e, -1) for e in ids), dtype=np.int64, count=len(ids))
+        if (routes < 0).any():  # steps of no episode: no partition holds them
+            partial, routes = partial.filter(pa.array(routes >= 0)), routes[routes >= 0]
     return [(p, piece) for p, piece in enumerate(_split(partial, routes, job.parts)) if piece.num_rows]
 
 
@@ -233,8 +233,8 @@ class PartitionedRule:
         parts = PARTITIONS_PER_CPU * cpus
         visible = {c for f in plan.features for c in f.episode_columns.values()}
         routed = bool(plan.features) and (self.unit != ["episode_id"] or bool(visible))
-        episodes = card.block_scan("episodes", plan.episode_columns)
-        steps = card.block_scan("steps", step_columns(plan.features), encoded=True) if plan.features else None
+        episodes = engine.block_scan(card, "episodes", plan.episode_columns)
+        steps = engine.block_scan(card, "steps", step_columns(plan.features), encoded=True) if plan.features else None
         job = _RuleJob(self.rule, self.file, self.seed, self.keep,
                        {"episodes": card.schema("episodes"), "steps": card.schema("steps")},
                        card.manifest, self.unit, parts, episodes, steps, routed, os.urandom(8).hex(),

@@ -303,6 +303,26 @@ def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, 
         assert ray == local
 
 
+def test_a_packed_card_is_read_in_place_by_the_workers(ray_session, synthetic_in_blocks, tmp_path, feature_rules):
+    from rollout_cards.io.archive import pack_card
+    from rollout_cards.validate import validate
+
+    packed = tmp_path / "card.rcard"
+    pack_card(synthetic_in_blocks.path, packed)
+    local = render(rescore(rc.open(packed), feature_rules), "json")
+    assert render(rescore(rc.open(packed), feature_rules, engine="ray"), "json") == local
+    assert _findings(validate(packed, engine="ray")) == _findings(validate(packed))
+    # a member changed after the driver checked the archive: the workers' digests catch it
+    data = bytearray(packed.read_bytes())
+    (member,) = [m for m in rc.open(packed).source.members if m.name == "steps.parquet"]
+    at = member.offset + member.size // 2
+    tampered = tmp_path / "tampered.rcard"
+    data[at] ^= 0xFF
+    tampered.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match="steps"):
+        rescore(rc.open(tampered), feature_rules[:1], engine="ray")
+
+
 # ------------------------------------------------------------------------------ validate on Ray
 
 #: Packages of the hostile corpus whose codes come from what Ray computes (digests, replay) or
@@ -335,6 +355,42 @@ def test_validate_on_ray_gives_the_local_findings(ray_session, tmp_path_factory)
     assert clean.valid and _findings(clean) == _findings(validate(FIXTURE_CARDS / "synthetic"))
     result = CliRunner().invoke(app, ["validate", str(root / "file-digest-mismatch"), "--engine", "ray", "-f", "json"])
     assert result.exit_code == 1 and "file-digest-mismatch" in result.stdout
+
+
+def test_validate_on_ray_finds_what_spans_blocks_as_locally(ray_session, tmp_path):
+    """Hostile tables cut into row groups of 37 rows: an episode id repeated in another block,
+    a seq gap exactly at a block boundary, a step of no episode in the last block."""
+    import shutil
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rollout_cards.validate import validate
+
+    sys.path.insert(0, str(REPO / "fixtures"))
+    import bad_cards
+
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    episodes = pq.read_table(card / "episodes.parquet")
+    ids = episodes.column("episode_id").to_pylist()
+    ids[150] = ids[3]  # blocks 0 and 4
+    episodes = episodes.set_column(episodes.schema.get_field_index("episode_id"), "episode_id", pa.array(ids))
+    steps = pq.read_table(card / "steps.parquet")
+    owners, seq = steps.column("episode_id").to_pylist(), steps.column("seq").to_pylist()
+    boundary = next(i for i in range(37, len(seq), 37) if owners[i] == owners[i - 1])
+    seq[boundary] += 1  # the gap is between the last row of one block and the first of the next
+    owners[-1] = "ep-of-no-episode"
+    steps = steps.set_column(steps.schema.get_field_index("seq"), "seq", pa.array(seq, steps.schema.field("seq").type))
+    steps = steps.set_column(steps.schema.get_field_index("episode_id"), "episode_id", pa.array(owners))
+    pq.write_table(episodes, card / "episodes.parquet", row_group_size=37)
+    pq.write_table(steps, card / "steps.parquet", row_group_size=37)
+    bad_cards.rehash(card)
+    local, ray = validate(card), validate(card, engine="ray")
+    codes = set(local.codes())
+    assert {"episode-id-duplicate", "step-seq-not-contiguous", "step-episode-missing"} <= codes, codes
+    assert _findings(ray) == _findings(local)
 
 
 # ------------------------------------------------------------------------------ cards by URI
