@@ -171,6 +171,8 @@ class ImportSession:
         self._rules: list[dict[str, Any]] = []
         self._drops: list[Drop] = []
         self._notes: list[str] = []
+        #: Tool results whose call the source does not hold (StepBuffer.orphan_results): count, episodes.
+        self._orphans = [0, 0]
         self._header = _Header()
         self._done = False
 
@@ -233,6 +235,9 @@ class ImportSession:
         steps; `n_steps` is derived. Raises SourceFormatError for a duplicate id or a column
         whose type changes between records."""
         self._tables.add(row, steps)
+        if steps.orphan_results:
+            self._orphans[0] += steps.orphan_results
+            self._orphans[1] += 1
         self.progress.advance()
 
     @property
@@ -351,6 +356,21 @@ class ImportSession:
                 count=len(bad),
             )
 
+    def _orphan_drops(self) -> None:
+        results, episodes = self._orphans
+        if results:
+            self.add_drop(
+                target="steps",
+                action="unobserved",
+                declaration="source_missing",
+                loss_class="unavailable_source_field",
+                reason=f"{results} tool result(s) in {episodes} episode(s) answer a tool call the source does not "
+                "hold (a history trimmed to fit the context, or a call that was never logged): each is kept as a "
+                "message step with role 'tool' and the source's call id in payload.source_call_id; the calls "
+                "themselves (tool name and arguments) are not in the card",
+                count=results,
+            )
+
     # -- finishing ----------------------------------------------------------------------------
     def finish(self) -> ImportResult:
         """Write the tables and manifest and move the card into place; returns the result."""
@@ -361,6 +381,7 @@ class ImportSession:
             )
         self._tables.flush()
         self._malformed_drops()
+        self._orphan_drops()
         if self._tables.time_inversions:
             self.note(f"{self._tables.time_inversions} step(s) carry a timestamp earlier than the step before them; "
                       "steps keep the source's order and the source's times")

@@ -2,8 +2,11 @@
 
 `StepBuffer` keeps the invariants the format needs while an importer maps a source
 record: `seq` contiguous from 0, call ids unique per episode, and every tool result
-linked to an earlier tool call — a result whose call id never appeared is a source
-error naming the file and the record, never a dangling row.
+linked to an earlier tool call. A result whose call the source does not hold (a history
+trimmed to fit a context window, a call that was never logged) is kept — as a role-'tool'
+`message` step carrying the source's call id in `payload.source_call_id`, never as a
+dangling `tool_result` — and counted in `orphan_results`; the import session declares
+the missing calls in the drops manifest.
 
 Some sources reuse a call id within one episode (OpenAI models do; results follow
 their call). Stored ids follow the one rule of `io.call_ids` that `CardWriter` follows
@@ -62,7 +65,7 @@ def parse_timestamp(value: Any, *, file: str, record: str | None) -> int | None:
 class StepBuffer:
     """Rows of the steps table for one episode (tuples in `STEP_COLUMNS` order)."""
 
-    __slots__ = ("_calls", "episode_id", "file", "record", "rows")
+    __slots__ = ("_calls", "episode_id", "file", "orphan_results", "record", "rows")
 
     def __init__(self, episode_id: str, *, file: str, record: str):
         self.episode_id = episode_id
@@ -70,6 +73,8 @@ class StepBuffer:
         self.record = record
         self.rows: list[tuple[Any, ...]] = []
         self._calls = CallIds()
+        #: Tool results kept as messages because no earlier call of the episode issued their id.
+        self.orphan_results = 0
 
     def error(self, message: str) -> SourceFormatError:
         """A SourceFormatError located at this buffer's file and record."""
@@ -144,12 +149,14 @@ class StepBuffer:
         return self._calls.result_id(call_id) is not None
 
     def tool_result(self, call_id: str, content: str | None, **fields: Any) -> int:
-        """The result of an earlier tool call of this episode (the latest one with this id)."""
+        """The result of an earlier tool call of this episode (the latest one with this id); one
+        whose call the source does not hold becomes a role-'tool' message (module docstring)."""
         stored = self._calls.result_id(call_id)
         if stored is None:
-            raise self.error(
-                f"tool result refers to call id {call_id!r}, which no earlier tool call of the record issued"
-            )
+            self.orphan_results += 1
+            fields["payload"] = self._source_payload(fields.get("payload"), call_id)
+            fields["role"] = fields.get("role") or "tool"
+            return self.add("message", content=content, **fields)
         if stored != call_id:
             fields["payload"] = self._source_payload(fields.get("payload"), call_id)
         return self.add("tool_result", call_id=stored, content=content, **fields)

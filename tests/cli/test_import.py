@@ -50,7 +50,6 @@ def test_field_options_reach_the_chat_importer(tmp_path):
     [
         ("tau-bench", "tau-bench/bad/truncated.json", "truncated.json, record 1"),
         ("tau-bench", "tau-bench/bad/missing-field.json", "record 1 (task_id 0, trial 1): is missing required field(s) reward"),
-        ("tau-bench", "tau-bench/bad/unknown-call-id.json", "'call_never_issued'"),
         ("inspect", "inspect/not-an-inspect-log.eval", "not an Inspect log"),
     ],
 )

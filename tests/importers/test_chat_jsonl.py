@@ -94,11 +94,19 @@ def test_atif_refuses_chat_records_and_chat_jsonl_reads_both(tmp_path):
     assert result.episodes == 1 and len(result.malformed) == 3  # chat lines lack extra.task_id
 
 
-def test_an_atif_result_for_an_unknown_call_is_a_source_error(tmp_path):
+def test_an_atif_result_for_an_unknown_call_is_kept_and_the_call_declared_missing(tmp_path):
+    """A result whose call the trajectory does not hold (trimmed history, a call never logged)
+    is kept as a role-'tool' message with the source's id, and the missing call is a drop."""
     doc = json.loads(ATIF.read_text())
+    result_text = doc["steps"][1]["observation"]["results"][0].get("content")
     doc["steps"][1]["observation"]["results"][0]["source_call_id"] = "ghost"
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
-    with pytest.raises(SourceFormatError, match="'ghost'") as exc:
-        run_import("atif", [path], tmp_path / "card", options={"fields": {"task": "extra.task_id"}})
-    assert exc.value.record == "line 1 (sess-1)"
+    result, card = run_import("atif", [path], tmp_path / "card", options={"fields": {"task": "extra.task_id"}})
+    assert_valid(result.path)
+    rows = card.steps(columns=["kind", "role", "call_id", "content", "payload"]).to_pylist()
+    (kept,) = [r for r in rows if r["payload"] and json.loads(r["payload"]).get("source_call_id") == "ghost"]
+    assert (kept["kind"], kept["role"], kept["call_id"]) == ("message", "tool", None)
+    assert kept["content"] == result_text
+    (drop,) = [d for d in result.drops if "answer a tool call the source does not hold" in d.reason]
+    assert (drop.target, drop.action, drop.count) == ("steps", "unobserved", 1)

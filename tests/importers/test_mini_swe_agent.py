@@ -117,7 +117,6 @@ def test_terminal_states_the_real_run_lacks_and_an_instance_without_outcome(tmp_
 @pytest.mark.parametrize(("write", "needle"), [
     (lambda r: (r / "a" / "a.traj.json").write_text('{"info": {'), "a.traj.json"),
     (lambda r: (r / "exit_statuses_1.yaml").write_text("instances_by_exit_status: &x\n  Submitted: *x\n"), "exit_statuses_1.yaml"),
-    (lambda r: (r / "a" / "a.traj.json").write_text(json.dumps(_traj("a", "Submitted", [{"role": "tool", "tool_call_id": "zz", "content": "x"}]))), "call id 'zz'"),
 ])
 def test_bad_files_are_errors_naming_the_file(tmp_path, write, needle):
     root = _write_run(tmp_path / "run", {"Submitted": ["a", "b"]}, {"a": _traj("a", "Submitted"), "b": _traj("b", "Submitted")}, {})

@@ -63,9 +63,10 @@ def test_tool_message_without_call_id_is_an_observation():
     assert rows[0][2] == "observation" and rows[0][8] == "env says hi"
 
 
-def test_result_for_an_unknown_call_is_a_source_error():
-    with pytest.raises(SourceFormatError, match="'nope'"):
-        _steps([{"role": "tool", "tool_call_id": "nope", "content": "?"}])
+def test_result_for_an_unknown_call_is_kept_as_a_tool_message():
+    (row,) = _steps([{"role": "tool", "tool_call_id": "nope", "content": "?"}])
+    assert (row[2], row[4], row[7], row[8]) == ("message", "tool", None, "?")
+    assert json.loads(row[14])["source_call_id"] == "nope"
 
 
 @pytest.mark.parametrize("bad", [None, [1], [{"content": "no role"}], [{"role": "assistant", "tool_calls": "x"}]])

@@ -30,11 +30,16 @@ def test_result_links_to_its_call():
     assert [(r[2], r[7]) for r in steps.rows] == [("tool_call", "c1"), ("tool_result", "c1")]
 
 
-def test_unknown_call_id_names_file_and_record():
+def test_a_result_whose_call_is_not_in_the_record_is_kept_as_a_tool_message():
     steps = _buffer()
-    with pytest.raises(SourceFormatError) as exc:
-        steps.tool_result("ghost", "x")
-    assert exc.value.file == "src.json" and exc.value.record == "7" and "'ghost'" in str(exc.value)
+    steps.tool_call("lookup", "{}", "c1")
+    steps.tool_result("ghost", "x", is_error=True)
+    steps.tool_result("c1", "y")
+    kinds = [(r[2], r[4], r[7], r[8], r[10]) for r in steps.rows]
+    assert kinds == [("tool_call", None, "c1", None, None), ("message", "tool", None, "x", True),
+                     ("tool_result", None, "c1", "y", None)]
+    assert json.loads(steps.rows[1][14]) == {"source_call_id": "ghost"}
+    assert steps.orphan_results == 1
 
 
 def test_a_reused_call_id_gets_a_suffix_and_results_follow_the_latest_call():

@@ -79,7 +79,6 @@ def test_a_prediction_without_trajectory_is_a_declared_drop(tmp_path):
     ({"info": {"exit_status": "submitted"}, "history": "x"}, "history"),
     ({"info": {"submission": ""}, "history": []}, "info.exit_status"),
     ({"info": {"exit_status": "submitted", "model_stats": {"tokens_sent": -1}}, "history": []}, "tokens_sent"),
-    ({"info": {"exit_status": "submitted"}, "history": [{"role": "tool", "tool_call_ids": ["nope"], "content": "x"}]}, "nope"),
 ])
 def test_bad_trajectories_name_file_and_field(tmp_path, doc, needle):
     src = tmp_path / "bad.traj"

@@ -123,7 +123,6 @@ def test_agent_option_names_the_agent(tmp_path):
     [
         ("truncated.json", "1", "truncated"),
         ("missing-field.json", "1 (task_id 0, trial 1)", "missing required field(s) reward"),
-        ("unknown-call-id.json", "1 (task_id 0, trial 1)", "'call_never_issued'"),
         ("not-an-array.json", None, "JSON array"),
     ],
 )
@@ -135,7 +134,7 @@ def test_bad_input_names_file_and_record_and_leaves_nothing(tmp_path, name, reco
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("name", ["truncated.json", "missing-field.json", "unknown-call-id.json"])
+@pytest.mark.parametrize("name", ["truncated.json", "missing-field.json"])
 def test_keep_going_imports_the_good_records_and_declares_the_bad(tmp_path, name):
     result, card = run_import("tau-bench", [SOURCES / "tau-bench" / "bad" / name], tmp_path / "out", keep_going=True)
     assert result.episodes == 1
@@ -143,6 +142,20 @@ def test_keep_going_imports_the_good_records_and_declares_the_bad(tmp_path, name
     assert drop.count == 1 and drop.target == "episodes" and name in drop.reason
     assert card.manifest.plan.expected_episodes == 2  # the bad record stays in the plan, covered by the drop
     assert_valid(result.path)
+
+
+def test_a_result_whose_call_is_not_in_the_record_is_kept_and_the_call_declared(tmp_path):
+    source = json.loads((SOURCES / "tau-bench" / "orphan-result.json").read_text())
+    (orphan,) = [m for m in source[1]["traj"] if m.get("tool_call_id") == "call_never_issued"]
+    result, card = run_import("tau-bench", [SOURCES / "tau-bench" / "orphan-result.json"], tmp_path / "out")
+    assert result.episodes == 2
+    assert_valid(result.path)
+    rows = card.steps(columns=["kind", "role", "call_id", "content", "payload"]).to_pylist()
+    kept = [r for r in rows if r["payload"] and json.loads(r["payload"]).get("source_call_id") == "call_never_issued"]
+    assert [(r["kind"], r["role"], r["call_id"], r["content"]) for r in kept] == [
+        ("message", "tool", None, orphan["content"])]
+    (drop,) = [d for d in card.manifest.drops if "answer a tool call the source does not hold" in d.reason]
+    assert (drop.target, drop.action, drop.declaration, drop.count) == ("steps", "unobserved", "source_missing", 1)
 
 
 def test_keep_going_does_not_excuse_a_file_that_is_not_tau_bench(tmp_path):
