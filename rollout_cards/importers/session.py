@@ -359,12 +359,9 @@ class ImportSession:
     def _orphan_drops(self) -> None:
         results, episodes = self._orphans
         if results:
-            self.add_drop(
-                target="steps",
-                action="unobserved",
-                declaration="source_missing",
-                loss_class="unavailable_source_field",
-                reason=f"{results} tool result(s) in {episodes} episode(s) answer a tool call the source does not "
+            self.declare_missing(
+                "steps",
+                f"{results} tool result(s) in {episodes} episode(s) answer a tool call the source does not "
                 "hold (a history trimmed to fit the context, or a call that was never logged): each is kept as a "
                 "message step with role 'tool' and the source's call id in payload.source_call_id; the calls "
                 "themselves (tool name and arguments) are not in the card",
