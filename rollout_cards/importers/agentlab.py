@@ -339,8 +339,10 @@ def _declare(session: ImportSession, rewards: dict[str, list[float]], unread: di
                 "(0 for an error)."
             ),
             score="score.cum_reward",
+            # Every status scores: AgentLab's mean takes each experiment that has a cum_reward, an
+            # unfinished one too (an episode without one is excluded by on_missing).
             on_status={"completed": "score", "error": "score", "limit": "score", "timeout": "score",
-                       "cancelled": "exclude", "skipped": "exclude"},
+                       "cancelled": "score", "skipped": "exclude"},
             on_missing="exclude",
             aggregate={"group_by": ["agent"]},
             reported=[{"group": {"agent": a}, "value": math.fsum(rewards[a]) / len(rewards[a])} for a in agents],

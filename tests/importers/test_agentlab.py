@@ -99,6 +99,20 @@ def test_study_directory_with_pickles_never_opens_them(tmp_path):
     assert_valid(tmp_path / "c")
 
 
+def test_an_unfinished_experiment_with_a_reward_counts_in_the_reported_mean_and_replays(tmp_path):
+    # Fuzzer counterexample (a renamed `terminated` key): the reported mean took the unfinished
+    # experiment's cum_reward, as AgentLab's summarize does, while the rule excluded cancelled
+    # episodes, so the imported card failed validation (reported-mismatch).
+    study = tmp_path / "study"
+    _experiment(study, "2025-01-01_00-00-00_MyAgent_on_webarena.1_0", _summary(cum_reward=1.0))
+    _experiment(study, "2025-01-01_00-00-00_MyAgent_on_webarena.2_0",
+                _summary(terminated=False, truncated=False, cum_reward=0.0))
+    result, card = run_import("agentlab", [study], tmp_path / "c")
+    assert {e["status"] for e in card.episodes().to_pylist()} == {"completed", "cancelled"}
+    assert result.rules[0]["reported"][0]["value"] == 0.5  # (1.0 + 0.0) / 2, pandas' mean of cum_reward
+    assert_valid(tmp_path / "c")
+
+
 def test_a_link_in_the_source_is_refused_not_followed(tmp_path):
     study = tmp_path / "study"
     d = _experiment(study, "2025-01-01_00-00-00_A_on_t_1", _summary())
