@@ -287,7 +287,7 @@ def _listed_only(session: ImportSession, state: _State, root: Path, iid: str, ag
     steps = StepBuffer(f"{agent}/{iid}", file=str(root), record=iid)
     status = terminal_state(exit_status)
     row = {"episode_id": steps.episode_id, "task_id": iid, "agent": agent, "trial": 0, "status": status,
-           "meta.exit_status": exit_status, "meta.in_exit_statuses": True,
+           "meta.exit_status": exit_status, "meta.listed_exit_status": exit_status, "meta.in_exit_statuses": True,
            "error_message": None if status == "completed" else f"exit status {exit_status} (no trajectory file)",
            "error_type": exit_status if status == "error" else None}
     _patch(session, row, pred, None)

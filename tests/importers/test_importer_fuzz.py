@@ -3,7 +3,7 @@
 For each format of the `rollout_cards.importers` entry-point group, SEEDS gives a small
 valid input (fixture sources, or files written here). Each round mutates a copy of it —
 truncation, broken JSON/JSONL/YAML syntax, invalid UTF-8, lone surrogates, `1e999`,
-integers beyond int64, wrong types, deep nesting, a huge line, a missing referenced
+integers beyond int64, wrong types, deep nesting, a huge line, a renamed key, a missing referenced
 file — runs `rcard import` and checks: exit 0 or 1 (never 2), no traceback and no
 "internal error", an exit 1 names a file of the input, bounded time and Python heap,
 and an exit-0 card validates.
@@ -261,6 +261,7 @@ def _replace(data: bytes, rng: random.Random, pattern: bytes, new: bytes) -> byt
 
 _NUMBER = rb"(?<=[:\[, ])-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?(?=[,}\]\s])"
 _STRING_VALUE = rb'(?<=: )"(?:[^"\\\n]|\\.){0,200}"'
+_KEY = rb'"[^"\\\n]{1,40}"(?=: )'
 
 MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes | None]] = {
     "truncate": lambda d, r: d[: r.randrange(max(1, len(d)))],
@@ -276,6 +277,10 @@ MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes | None]] = {
     "wrong-type-container": lambda d, r: _replace(d, r, rb"(?<=: )[\[{]", b'"text", "x": ['),
     "deep-nesting": lambda d, r: _replace(d, r, _STRING_VALUE, b"[" * 50_000 + b"]" * 50_000),
     "huge-line": lambda d, r: _replace(d, r, _STRING_VALUE, b'"' + b"x" * (3 << 20) + b'"'),
+    # A key renamed: a field the importer reads goes missing, or a key becomes a column,
+    # meta key or metric name (3 MiB, past the YAML scalar limit, empty, dotted, NUL).
+    "key": lambda d, r: _replace(d, r, _KEY, r.choice([b'"' + b"k" * (3 << 20) + b'"', b'"' + b"k" * 70_000 + b'"',
+                                                       b'""', b'"a.b"', b'"\\u0000"', b'"x y\'z"', b'"score"'])),
 }
 #: Mutations of the input as a whole rather than of one file's bytes.
 STRUCTURAL = ("missing-file", "empty-file")

@@ -114,6 +114,18 @@ def test_terminal_states_the_real_run_lacks_and_an_instance_without_outcome(tmp_
     assert steps[2]["cost_usd"] == 0.25 and steps[2]["input_tokens"] == 3
 
 
+def test_a_run_whose_listed_instances_all_lack_trajectories_validates(tmp_path):
+    # Fuzzer counterexample (missing-file a.traj.json): the submitted-rate rule reads
+    # meta.listed_exit_status, which only trajectory episodes had; with none, the column did
+    # not exist and the imported card failed validation (rule-invalid).
+    root = _write_run(tmp_path / "run", {"Submitted": ["a"], "LimitsExceeded": ["b"]}, {}, {"a": "diff", "b": ""})
+    result, card = run_import("mini-swe-agent", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    rows = {e["task_id"]: e for e in card.episodes().to_pylist()}
+    assert {i: r["meta.listed_exit_status"] for i, r in rows.items()} == {"a": "Submitted", "b": "LimitsExceeded"}
+    assert result.rules[0]["reported"][0]["value"] == 0.5
+
+
 @pytest.mark.parametrize(("write", "needle"), [
     (lambda r: (r / "a" / "a.traj.json").write_text('{"info": {'), "a.traj.json"),
     (lambda r: (r / "exit_statuses_1.yaml").write_text("instances_by_exit_status: &x\n  Submitted: *x\n"), "exit_statuses_1.yaml"),
