@@ -50,6 +50,26 @@ def test_validating_a_card_without_rules_loads_no_jsonschema_yaml_or_pandas():
     assert sorted(m for m in loaded if m.split(".")[0] in {"pandas", "jsonschema", "yaml"}) == []
 
 
+def test_a_built_in_import_loads_no_pandas(tmp_path):
+    pytest.importorskip("pandas", reason="needs pandas installed (the test extra has it)")
+    source = ROOT / "fixtures" / "sources" / "tau-bench" / "orphan-result.json"
+    code = ("from rollout_cards.cli import main\n"
+            f"assert main(['import', 'tau-bench', {str(source)!r}, '-o', {str(tmp_path / 'c')!r}]) == 0")
+    assert not {m for m in _modules_after(code) if m.split(".")[0] == "pandas"}
+
+
+def test_only_this_package_s_formats_count_as_built_in(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from rollout_cards.importers import registry
+
+    assert registry.is_builtin("tau-bench") and not registry.is_builtin("no-such-format")
+    real = registry._entry_points()
+    plugin = EntryPoint("tau-bench", "their_pkg.importer:Importer", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "_entry_points", lambda: {**real, "tau-bench": [*real["tau-bench"], plugin]})
+    assert not registry.is_builtin("tau-bench")
+
+
 def test_pandas_stays_usable_after_a_command():
     """The block is lifted when the command ends: pyarrow's pandas entry points work again."""
     pytest.importorskip("pandas", reason="needs pandas")

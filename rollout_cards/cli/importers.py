@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import ImporterError
-from . import app, run
+from . import app, run, without_pandas
 
 if TYPE_CHECKING:
     from ..importers.session import ImportResult
@@ -71,23 +71,29 @@ def import_command(
     The card is written to a temporary directory and renamed into place at the end;
     on bad input nothing is left behind and the exit code is 1.
     """
+    from ..importers.registry import is_builtin
     from ..importers.run import import_source
 
-    result: ImportResult = run(
-        lambda: import_source(
-            format,
-            sources,
-            out,
-            card_id=card_id,
-            title=title,
-            agent=agent,
-            keep_going=keep_going,
-            urls=url or [],
-            options=_options(predictions, mapping, field or [], option or []),
-            overwrite=overwrite,
-            license=license,
+    if is_builtin(format):  # our importers never hand pyarrow pandas objects (cli/without_pandas.py)
+        without_pandas.block()
+    try:
+        result: ImportResult = run(
+            lambda: import_source(
+                format,
+                sources,
+                out,
+                card_id=card_id,
+                title=title,
+                agent=agent,
+                keep_going=keep_going,
+                urls=url or [],
+                options=_options(predictions, mapping, field or [], option or []),
+                overwrite=overwrite,
+                license=license,
+            )
         )
-    )
+    finally:
+        without_pandas.unblock()
     if format_ is ImportFormat.json:
         typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
         return

@@ -7,9 +7,9 @@ With pandas installed (statsmodels, Ray and most notebooks bring it) this costs 
 CPU and most of a second of wall time: more than `rcard validate` spends on a small card.
 
 rollout-cards never hands pyarrow a pandas object, so a command that runs only this package's
-code runs with pandas reported missing to whoever imports it. Not blocked: `import` (importer
-plugins are other people's code) and `--engine ray` (Ray's driver uses pandas), which call
-`unblock()` first. The block is lifted when the command's context closes; pyarrow's explicit
+code runs with pandas reported missing to whoever imports it. Not blocked: `import` of a format
+a plug-in provides (other people's code; the built-in importers block it themselves) and
+`--engine ray` (Ray's driver uses pandas), which calls `unblock()` first. The block is lifted when the command's context closes; pyarrow's explicit
 pandas entry points (`to_pandas`, `from_pandas`) import pandas again on first use after that.
 """
 

@@ -56,6 +56,12 @@ def available_formats() -> list[str]:
     return sorted(_entry_points())
 
 
+def is_builtin(name: str) -> bool:
+    """Whether format `name` is registered by this package alone (not by a plug-in)."""
+    candidates = _entry_points().get(name, [])
+    return bool(candidates) and all(ep.value.startswith("rollout_cards.importers.") for ep in candidates)
+
+
 def get_importer(name: str) -> Importer:
     """Load the importer registered as `name`; ImporterError when there is none or it is broken."""
     found = _entry_points()
