@@ -113,6 +113,7 @@ def _render(result: ImportResult) -> str:
         lines.append(f"  {len(result.malformed)} malformed record(s) left out (declared as a source_malformed drop)")
     lines.append(f"  {len(result.drops)} drops declared")
     lines.extend(f"  note: {note}" for note in result.notes)
+    lines.extend(f"  warning: {warning}" for warning in result.warnings)
     if result.rules:
         lines.append(f"  recompute them with n, unit and interval: rcard rescore {result.path}")
     return "\n".join(lines) + "\n"

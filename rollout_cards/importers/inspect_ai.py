@@ -22,7 +22,7 @@ a time. One episode per sample and epoch:
 | `sample.events` (or `messages` without events) | steps (see `inspect_events`)                  |
 | `sample.attachments`, `messages` (with events), other fields | `meta.attachments`, `meta.messages`, `meta.sample` (JSON) |
 | `eval.task/version/revision`, `packages`, `model` | provenance environment, packages, agents |
-| `results.scores[].metrics` accuracy/mean/std/var/stderr | rule `inspect.<task>.<score>.<metric>[.<reducer>]`, counting as Inspect counts (see `_declare_rules`), the log's value and scored_samples as `reported`; any other metric, one with parameters, or a spread of < 2 samples: a note that it is not replayed |
+| `results.scores[].metrics` accuracy/mean/std/var/stderr | rule `inspect.<task>.<score>.<metric>[.<reducer>]`, counting as Inspect counts (see `_declare_rules`), the log's value and scored_samples as `reported` where the imported samples replay them (`inspect_replay`; otherwise a warning with both numbers); any other metric, one with parameters, or a spread of < 2 samples: a note that it is not replayed |
 
 The full table, with every field kept or declared, is in docs/importers.md.
 """
@@ -37,6 +37,7 @@ from ..model.card import Software
 from .base import ImportRequest
 from .inspect_events import add_events, add_messages, resolve_attachment
 from .inspect_log import InspectLog, open_log, plain, text
+from .inspect_replay import ImportedScores, Replayed, replay
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
 from .steps import StepBuffer, parse_timestamp
@@ -113,6 +114,8 @@ class InspectImporter:
         unpriced = [0, 0]  # episodes without a total cost; model calls (steps with usage) without one
         reordered = 0
         keys: dict[tuple[str, str], str] = {}  # (task, log key) -> file of the log that has it
+        scores = ImportedScores()  # the rule columns of every episode, to replay the rules on
+        declare: list[tuple[InspectLog, str]] = []
         for index, path in enumerate(request.sources):
             log = open_log(path, session)
             try:
@@ -127,6 +130,7 @@ class InspectImporter:
                         row, steps, moved = _episode(sample, log, agent, label, raw_events)
                         reordered += moved
                         session.add_episode(row, steps)
+                        scores.add(row)
                         log.found += 1
                         for column, value in row.items():
                             if value is not None and column.startswith("score."):
@@ -142,8 +146,10 @@ class InspectImporter:
             planned = len(ids) * log.epochs if isinstance(ids, list) else None
             expected = None if expected is None or planned is None else expected + planned
             _missing_samples(session, log, planned)
-            _declare_rules(session, log, agent, rule_ids)
+            declare.append((log, agent))
             logs_meta.append(_log_meta(log))
+        for log, agent in declare:  # replayed on every episode of the card, as `rcard validate` replays them
+            _declare_rules(session, log, agent, rule_ids, scores)
         session.set_meta("inspect", {"value_to_float": VALUE_MAP, "logs": logs_meta})
         if reordered:
             session.note(f"{reordered} event(s) were written to the log out of time order; the steps follow the "
@@ -406,9 +412,14 @@ def _usage(row: dict[str, Any], usage: Any, steps: StepBuffer) -> None:
         row["cost_usd"] = cost
 
 
-def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: set[str]) -> None:
+def _declare_rules(
+    session: ImportSession, log: InspectLog, agent: str, taken: set[str], replayed: ImportedScores | None
+) -> None:
     """One rule per scorer x reducer x replayable metric of the log's results, `reported` its value
-    and scored-sample count (see docs/importers.md for how Inspect's counting is replayed)."""
+    and scored-sample count (see docs/importers.md for how Inspect's counting is replayed). Each rule
+    is first replayed on the imported episodes (`replayed`): Inspect's number is declared `reported`
+    only where the samples give it; otherwise the rule is declared without it and the import warns."""
+    table = None
     results = log.header.get("results")
     scores = results.get("scores") if isinstance(results, dict) else None
     if not scores:
@@ -467,7 +478,7 @@ def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: s
                                         "tolerance": 1e-9 * max(1.0, abs(float(value)))}
             if scored is not None:
                 reported["n"] = scored
-            session.add_rule(rule_document(
+            doc = rule_document(
                 rule=rule_id,
                 kind="original",
                 description=(
@@ -489,7 +500,42 @@ def _declare_rules(session: ImportSession, log: InspectLog, agent: str, taken: s
                 aggregate={"statistic": statistic, "group_by": ["agent"], "unit": "task_id",
                            "interval": _INTERVALS[statistic == "mean"]},
                 reported=[reported],
-            ))
+            )
+            if replayed is not None:
+                if table is None:
+                    table = replayed.table()
+                if column not in table.column_names:
+                    session.warn(f"{where}: no rule was declared: the header reports {key} {value!r}, but no "
+                                 f"sample in the card carries the score {column} (the header names a scorer "
+                                 "whose scores are not in the samples as read)")
+                    continue
+                verdict = replay(replayed, doc, table)
+                if verdict.problem is not None:
+                    session.warn(f"{where}: no rule was declared: the header reports {key} {value!r}, but the rule "
+                                 f"that replays it cannot be applied to the imported samples: {verdict.problem}")
+                    continue
+                if not verdict.ok:
+                    why = _disagreement(log, key, float(value), scored, verdict)
+                    del doc["reported"]
+                    doc["description"] += " Not replayed: " + why.split(": ", 1)[1]
+                    session.warn(f"{where}: {why}")
+            session.add_rule(doc)
+
+
+def _disagreement(log: InspectLog, metric: str, value: float, scored: int | None, verdict: Replayed) -> str:
+    """Why Inspect's number is not declared `reported`: both numbers and what the log shows."""
+    counted = "" if scored is None else f" over {scored} scored sample(s)"
+    got = (f"no value over {verdict.n} scored sample(s) (the statistic is undefined there)" if verdict.value is None
+           else f"{verdict.value:.10g} over {verdict.n} scored sample(s)")
+    if scored is not None and verdict.n != scored:
+        cause = ("samples the header's results counted are not in the log as read (see the drops), or the samples "
+                 "were changed after the results were written")
+    else:
+        cause = "the samples' scores are not those the results were computed from (the log was re-scored or edited " \
+                "after its results were written)"
+    return (f"not declared as reported: the header of {log.path.name} reports {metric} {value!r}{counted}, but "
+            f"its samples give {got}: {cause}. The rule is declared without a reported number; the header's value "
+            "is kept in meta.inspect.logs[].results.")
 
 
 def _reducer_name(entry: dict[str, Any], log: InspectLog) -> str:

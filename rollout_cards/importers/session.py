@@ -83,6 +83,8 @@ class ImportResult:
     drops: list[Drop]
     malformed: list[MalformedRecord]
     notes: list[str]
+    #: what a reader must not miss, e.g. a source's own number that its records do not give
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The result as plain JSON data (for `rcard import --format json`)."""
@@ -98,6 +100,7 @@ class ImportResult:
             "drops": [d.model_dump(mode="json", exclude_none=True) for d in self.drops],
             "malformed": [{"file": m.file, "record": m.record, "message": m.message} for m in self.malformed],
             "notes": self.notes,
+            "warnings": self.warnings,
         }
 
 
@@ -173,6 +176,7 @@ class ImportSession:
         self._notes: list[str] = []
         #: Tool results whose call the source does not hold (StepBuffer.orphan_results): count, episodes.
         self._orphans = [0, 0]
+        self._warnings: list[str] = []
         self._header = _Header()
         self._done = False
 
@@ -224,6 +228,11 @@ class ImportSession:
         """Something of the source that was not mapped or needs a reader's attention."""
         if text not in self._notes:
             self._notes.append(text)
+
+    def warn(self, text: str) -> None:
+        """Something a reader must not miss (kept in the card's meta.import.warnings, printed)."""
+        if text not in self._warnings:
+            self._warnings.append(text)
 
     # -- episodes ---------------------------------------------------------------------------
     def declare(self, column: str, kind: str) -> None:
@@ -395,6 +404,8 @@ class ImportSession:
         )
         meta = dict(header.meta)
         meta["import"] = {"format": self.format, "notes": list(self._notes)}
+        if self._warnings:
+            meta["import"]["warnings"] = list(self._warnings)
         changes: dict[str, Any] = {
             "provenance": provenance.model_dump(mode="json", exclude_none=True),
             "meta": meta,
@@ -427,6 +438,7 @@ class ImportSession:
             drops=list(manifest.drops),
             malformed=list(self._bad),
             notes=list(self._notes),
+            warnings=list(self._warnings),
         )
 
     def _move_into_place(self) -> None:

@@ -34,6 +34,7 @@ from inspect_ai.hooks import Hooks, SampleEnd, TaskEnd, TaskStart, hooks
 
 from ..importers.inspect_ai import VALUE_MAP, _declare_rules, _episode, _log_meta
 from ..importers.inspect_log import InspectLog
+from ..importers.inspect_replay import ImportedScores
 from ..importers.json_stream import parse_json, parse_json_items
 from ..importers.rule_files import rule_id_part
 from ..io.finalize import refresh_manifest
@@ -57,6 +58,8 @@ class _Run:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    scores: ImportedScores = field(default_factory=ImportedScores)
     episodes: int = 0
 
 
@@ -69,6 +72,11 @@ class _RuleSink:
     def note(self, text: str) -> None:
         if text not in self._run.notes:
             self._run.notes.append(text)
+
+    def warn(self, text: str) -> None:
+        if text not in self._run.warnings:
+            self._run.warnings.append(text)
+            logger.warning("rollout_cards: %s", text)
 
     def add_rule(self, doc: dict[str, Any]) -> str:
         text = yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
@@ -116,6 +124,7 @@ class RolloutCardHook(Hooks):
                                              constants=True)
             row, steps, _moved = _episode(value, run.log, run.agent, label, events)
             _write(run.writer, row, steps)
+            run.scores.add(row)
             run.episodes += 1
         except Exception as exc:  # Inspect would only warn: record it in the card, loudly
             run.failures.append(f"{label}: {type(exc).__name__}: {exc}")
@@ -130,7 +139,7 @@ class RolloutCardHook(Hooks):
             # named after the log file, so the rules read exactly as `rcard import` of that log writes them
             run.log = InspectLog(Path(data.log.location or run.path), "inspect-live", header, iter(()))
             run.log.found = run.episodes
-            _declare_rules(_RuleSink(run), run.log, run.agent, set())  # type: ignore[arg-type]
+            _declare_rules(_RuleSink(run), run.log, run.agent, set(), run.scores)  # type: ignore[arg-type]
             if run.failures:
                 more = len(run.failures) - 5
                 shown = "; ".join(run.failures[:5]) + (f"; and {more} more" if more > 0 else "")
@@ -138,13 +147,15 @@ class RolloutCardHook(Hooks):
                     "target": "episodes", "action": "omitted", "declaration": "source_malformed",
                     "loss_class": "malformed_record", "count": len(run.failures), "affects": run.rules,
                     "reason": f"the rollout-cards Inspect hook failed on {len(run.failures)} sample(s), which are "
-                              f"not in this card: {shown}. Inspect's reported numbers, computed with them, cannot "
-                              "replay here; import the finished log (rcard import inspect) for a complete card.",
+                              f"not in this card: {shown}. Inspect's numbers, computed with them, do not replay "
+                              "here, so the rules do not declare them as reported (see meta.import.warnings); "
+                              "import the finished log (rcard import inspect) for a complete card.",
                 })
             run.writer.close()
             refresh_manifest(run.path, meta={
                 "inspect": {"value_to_float": VALUE_MAP, "logs": [_log_meta(run.log)]},
-                "import": {"format": "inspect-live", "notes": run.notes},
+                "import": {"format": "inspect-live", "notes": run.notes,
+                           **({"warnings": run.warnings} if run.warnings else {})},
             })
         except Exception:
             logger.exception("rollout_cards: the Inspect hook could not finish %s; `rcard recover` it", run.path)
