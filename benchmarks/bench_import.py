@@ -124,8 +124,15 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
     if mode in ("inspect-read", "inspect-accuracy"):
         from inspect_ai.log import read_eval_log
         from inspect_ai.scorer import value_to_float
-    else:
-        import scipy.special  # noqa: F401 - loaded lazily by the t intervals; module loading is not timed on either side
+    else:  # module loading is not timed on either side (inspect_ai loads its modules at import):
+        import pyarrow as pa
+        import scipy.special  # noqa: F401 - loaded lazily by the t intervals
+
+        pa.array([0])  # pyarrow loads its pandas shim (pandas, when installed) at its first array from a list
+        if mode == "inspect-import":
+            from rollout_cards.importers import inspect_ai, inspect_replay  # noqa: F401
+            from rollout_cards.io import finalize  # noqa: F401
+            from rollout_cards.rules import engine  # noqa: F401 - the import replays its rules
 
     if mode == "inspect-import":
         shutil.rmtree(out, ignore_errors=True)
