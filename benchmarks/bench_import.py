@@ -25,7 +25,9 @@ written as Inspect writes them; results recomputed as Inspect computes them; the
 form written by Inspect's own recorder). Measured against what an Inspect user runs:
 `inspect_ai.log.read_eval_log` of the same file (target: rcard import >= 3x faster), and
 read_eval_log + accuracy of the first scorer against `rcard rescore` of the imported card
-(target: >= 20x faster). `--inspect-gb N` writes a .eval of N GB (samples padded with
+(target: >= 20x faster). The four are run interleaved, round by round, and each ratio is the
+median of the rounds' ratios, so a shared machine's load falls on both sides alike; module
+loading is untimed on both sides. `--keep` keeps (and reuses) the generated logs. `--inspect-gb N` writes a .eval of N GB (samples padded with
 ~200 KB of tool output each) and measures one `rcard import` of it (target: peak RSS
 under 1 GB); read_eval_log of it is not run (it holds every sample in memory).
 """
@@ -129,10 +131,9 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
         import scipy.special  # noqa: F401 - loaded lazily by the t intervals
 
         pa.array([0])  # pyarrow loads its pandas shim (pandas, when installed) at its first array from a list
-        if mode == "inspect-import":
-            from rollout_cards.importers import inspect_ai, inspect_replay  # noqa: F401
-            from rollout_cards.io import finalize  # noqa: F401
-            from rollout_cards.rules import engine  # noqa: F401 - the import replays its rules
+        from rollout_cards.importers import inspect_ai, inspect_replay  # noqa: F401
+        from rollout_cards.io import finalize, reader  # noqa: F401
+        from rollout_cards.rules import engine, rescore  # noqa: F401 - the import replays its rules too
 
     if mode == "inspect-import":
         shutil.rmtree(out, ignore_errors=True)
@@ -151,34 +152,48 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
     return {"episodes": n, "steps": None, "seconds": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
 
 
-def _inspect(samples: int, repeats: int) -> int:
+def _inspect(samples: int, repeats: int, keep: bool = False) -> int:
+    """Both formats; the four measurements interleaved round by round (read, import, read +
+    accuracy, rescore), so the load of a shared machine falls on both sides alike; each ratio
+    is the median of the rounds' ratios."""
     from _inspect_eval import make_eval, make_json
 
     work = WORK / "import-inspect"
-    shutil.rmtree(work, ignore_errors=True)
-    t0 = time.perf_counter()
-    sources = {"eval": make_eval(work / "log.eval", samples)}
-    made = time.perf_counter() - t0
-    sources["json"] = make_json(sources["eval"], work / "log.json")
-    print(f"wrote {samples} samples: log.eval {sources['eval'].stat().st_size / 1e6:.1f} MB in {made:.1f} s, "
-          f"log.json {sources['json'].stat().st_size / 1e6:.1f} MB (Inspect's recorder), "
-          f"{time.perf_counter() - t0:.0f} s in all")
+    sources = {"eval": work / f"log-{samples}.eval", "json": work / f"log-{samples}.json"}
+    if not keep or not all(p.exists() for p in sources.values()):
+        shutil.rmtree(work, ignore_errors=True)
+        t0 = time.perf_counter()
+        make_eval(sources["eval"], samples)
+        made = time.perf_counter() - t0
+        make_json(sources["eval"], sources["json"])
+        print(f"wrote {samples} samples: {sources['eval'].name} {sources['eval'].stat().st_size / 1e6:.1f} MB in "
+              f"{made:.1f} s, {sources['json'].name} {sources['json'].stat().st_size / 1e6:.1f} MB (Inspect's "
+              f"recorder), {time.perf_counter() - t0:.0f} s in all")
+    modes = ("inspect-read", "inspect-import", "inspect-accuracy", "inspect-rescore")
     for fmt, source in sources.items():
         out = work / f"card-{fmt}"
-        print(f"\n{fmt}: median of {repeats} runs, each in a fresh process (peak RSS: max over runs)")
-        read = _median_runs("inspect-read", source, out, repeats)
-        ours = _median_runs("inspect-import", source, out, repeats)
-        acc = _median_runs("inspect-accuracy", source, out, repeats)
-        rescore = _median_runs("inspect-rescore", source, out, repeats)
-        print(row("", "seconds", "samples/s", "peak RSS MB"))
-        for label, r in (("inspect_ai read_eval_log", read), ("rcard import inspect", ours),
-                         ("read_eval_log + accuracy", acc), ("rcard rescore (all rules)", rescore)):
-            print(row(label, f"{r['seconds']:.3f}", f"{samples / r['seconds']:.0f}", f"{r['peak_rss_mb']:.0f}"))
-        speed, rescore_speed = read["seconds"] / ours["seconds"], acc["seconds"] / rescore["seconds"]
-        print(f"{fmt}: import {speed:.2f}x faster than read_eval_log (target 3x: {'met' if speed >= 3 else 'NOT met'}); "
-              f"rescore ({rescore['episodes']} rules) {rescore_speed:.1f}x faster than read_eval_log + accuracy "
-              f"(target 20x: {'met' if rescore_speed >= 20 else 'NOT met'})")
-    shutil.rmtree(work, ignore_errors=True)
+        runs: dict[str, list[dict]] = {m: [] for m in modes}
+        for _ in range(repeats):
+            for mode in modes:
+                runs[mode].append(run_child(Path(__file__), mode, str(source), str(out)))
+        seconds = {m: [r["seconds"] for r in runs[m]] for m in modes}
+        print(f"\n{fmt} ({source.stat().st_size / 1e6:.1f} MB): {repeats} rounds, each measurement in a fresh "
+              "process; median seconds (min-max), peak RSS = max over rounds")
+        print(row("", "median s", "min-max s", "samples/s", "peak RSS MB", widths=(30, 10, 16, 11, 12)))
+        for label, mode in (("inspect_ai read_eval_log", "inspect-read"), ("rcard import inspect", "inspect-import"),
+                            ("read_eval_log + accuracy", "inspect-accuracy"), ("rcard rescore (all rules)", "inspect-rescore")):
+            t = statistics.median(seconds[mode])
+            print(row(label, f"{t:.2f}", f"{min(seconds[mode]):.1f}-{max(seconds[mode]):.1f}", f"{samples / t:.0f}",
+                      f"{max(r['peak_rss_mb'] for r in runs[mode]):.0f}", widths=(30, 10, 16, 11, 12)))
+        speed = [a / b for a, b in zip(seconds["inspect-read"], seconds["inspect-import"], strict=True)]
+        fast = [a / b for a, b in zip(seconds["inspect-accuracy"], seconds["inspect-rescore"], strict=True)]
+        s1, s2 = statistics.median(speed), statistics.median(fast)
+        print(f"{fmt}: rcard import is {s1:.2f}x as fast as read_eval_log (median of the rounds' ratios "
+              f"{', '.join(f'{x:.2f}' for x in speed)}; target 3x: {'met' if s1 >= 3 else 'NOT met'}); rescore "
+              f"({runs['inspect-rescore'][0]['episodes']} rules) {s2:.1f}x as fast as read_eval_log + accuracy "
+              f"({', '.join(f'{x:.1f}' for x in fast)}; target 20x: {'met' if s2 >= 20 else 'NOT met'})")
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
@@ -235,7 +250,7 @@ def main() -> int:
     if args.inspect_gb:
         return _inspect_large(args.inspect_gb)
     if args.inspect:
-        return _inspect(args.samples, args.repeats)
+        return _inspect(args.samples, args.repeats, keep=args.keep)
     if args.real:
         return real_bench(lambda mode, src, out: _median_runs(mode, src, out, args.repeats), args.repeats)
 
