@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,18 +218,21 @@ def _write_steps(root: Path, stage: Path, open_ids: set[str], known: set[str] | 
     """Streamed steps become one part, bulk steps another; one part is named steps.parquet.
     With `known` (the card's episode ids; when reconciling after a stop), every episode's
     stored steps are counted and bulk steps of episodes never written are left out."""
-    bulk_parts = sorted(stage.glob(staging.BULK_STEPS_GLOB))
-    sources: list[Any] = [staging.read_ipc_file(p) for p in bulk_parts]
+    # The parts are read one batch at a time when they are converted: all of them read at once
+    # held the whole steps table in memory (3.3 GB of RSS for a 1 GB Inspect log).
+    sources: list[Any] = sorted(stage.glob(staging.BULK_STEPS_GLOB))
+    schemas = [_ipc_schema(p) for p in sources]
     legacy, legacy_lost = stage / staging.LEGACY_BULK_STEPS, False
     if legacy.exists():
         try:
             sources.insert(0, pq.read_table(legacy))
+            schemas.insert(0, sources[0].schema)
         except (pa.ArrowInvalid, OSError):
             legacy.unlink()  # the process died while writing it; nothing in it is readable
             legacy_lost = True
-    bulk_schema = sources[0].schema if sources else None
-    for table in sources[1:]:
-        if table.schema != bulk_schema:
+    bulk_schema = schemas[0] if schemas else None
+    for other in schemas[1:]:
+        if other != bulk_schema:
             raise CardFormatError(f"{stage}: the bulk steps parts have different columns; write_steps refuses that")
     stream = staging.StepStream(stage / staging.STEPS_STREAM)
     schema = bulk_schema or stream_schema()
@@ -239,7 +242,7 @@ def _write_steps(root: Path, stage: Path, open_ids: set[str], known: set[str] | 
     parts = [streamed] if rows or bulk_schema is None else []
     out = _StepsWritten(TableRef(paths=["steps.parquet"], rows=0), counts, stream.torn, legacy_lost)
     if bulk_schema is not None:
-        batches = (b for t in sources for b in t.to_batches())
+        batches = (b for src in sources for b in (src.to_batches() if isinstance(src, pa.Table) else _ipc_batches(src)))
         keep = pa.array(sorted(known), pa.string()) if known is not None else None
         bulk = stage / "final-steps-bulk.parquet"
         bulk_rows, bulk_counts, out.orphans = _convert(bulk, schema, batches, keep=keep)
@@ -257,6 +260,18 @@ def _write_steps(root: Path, stage: Path, open_ids: set[str], known: set[str] | 
         os.link(src, dest)
     out.ref = TableRef(paths=names, rows=rows)
     return out
+
+
+def _ipc_schema(path: Path) -> pa.Schema:
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).schema
+
+
+def _ipc_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """The record batches of one staged Arrow IPC part, decoded one at a time."""
+    reader = pa.ipc.open_file(pa.memory_map(str(path)))
+    for i in range(reader.num_record_batches):
+        yield reader.get_batch(i)
 
 
 def _convert(

@@ -510,3 +510,36 @@ def test_a_clean_close_leaves_bulk_tables_as_given(tmp_path):
     assert rc.open(path).episodes().column("n_steps").to_pylist() == [2]
     valid = CliRunner().invoke(app, ["validate", str(path)])
     assert valid.exit_code == 1 and "episode-step-count-mismatch" in valid.output
+
+
+BULK_MEMORY = textwrap.dedent(
+    """
+    import sys
+    import pyarrow as pa
+    import rollout_cards as rc
+    from rollout_cards.io import finalize
+    finalize.ROW_GROUP_ROWS = 50  # row groups of 1 MB, so what stays is the parts' memory
+    parts, rows, size = 8, 200, 20_000  # 8 bulk steps parts of 200 steps x 20 KB: 32 MB of step text
+    card = rc.CardWriter(sys.argv[1], id="m", title="M", timestamps=False)
+    card.write_episodes(pa.table({"episode_id": [f"e{p}" for p in range(parts)], "task_id": ["t"] * parts,
+                                  "agent": ["a"] * parts, "status": ["completed"] * parts, "n_steps": [rows] * parts}))
+    for p in range(parts):
+        card.write_steps(pa.table({"episode_id": [f"e{p}"] * rows, "seq": list(range(rows)), "kind": ["message"] * rows,
+                                   "content": [chr(97 + (i + p) % 26) * size for i in range(rows)]}))
+    before = pa.default_memory_pool().max_memory()
+    card.close()
+    print(before, pa.default_memory_pool().max_memory())
+    """
+)
+
+
+def test_closing_converts_the_bulk_steps_parts_one_at_a_time(tmp_path):
+    """close() turns the staged bulk steps parts into steps.parquet reading one part's batches at a
+    time; reading every part first held the whole steps table in memory (an Inspect log of 1 GB
+    peaked at 3.3 GB of RSS, 0.6 GB after). Measured by Arrow's memory pool peak in a fresh process."""
+    out = subprocess.run([sys.executable, "-c", BULK_MEMORY, str(tmp_path / "c")], capture_output=True, text=True,
+                         check=True)
+    before, peak = map(int, out.stdout.split())
+    part = 200 * 20_000
+    assert peak - before < 4 * part, (before, peak)  # all 8 parts at once would be >= 8 parts
+    assert rc.open(tmp_path / "c").steps(columns=["episode_id"]).num_rows == 8 * 200
