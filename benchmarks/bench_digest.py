@@ -2,6 +2,7 @@
 
     python benchmarks/bench_digest.py                 # 25k episodes x 20 steps, ~250 B of text per step
     python benchmarks/bench_digest.py --repeat 7 --episodes 50000
+    python benchmarks/bench_digest.py --episodes 5000 --words 400  # ~2.5 KB of text per step
 
 A text-heavy card is the worst case: the rescore's rule (bench_rescore's `count`) reads a
 few small columns (kind, name, score.ok, status), while the reader hashes every byte of
@@ -45,13 +46,13 @@ print(time.perf_counter() - t, time.process_time() - c)
 """
 
 
-def _card(n: int) -> Path:
+def _card(n: int, n_words: int = 40) -> Path:
     import numpy as np
     import pyarrow as pa
 
     import rollout_cards as rc
 
-    path = WORK / f"digest-text-{n}"
+    path = WORK / (f"digest-text-{n}" if n_words == 40 else f"digest-text-{n}-{n_words}w")
     if (path / "card.json").exists():
         return path
     rng = np.random.default_rng(0)
@@ -69,7 +70,7 @@ def _card(n: int) -> Path:
             kinds = np.where(seq % 2 == 1, "tool_call", "message")
             names = np.where(kinds == "tool_call", np.array(["lookup", "search"])[rng.integers(0, 2, m * steps_per)],
                              None)
-            content = [" ".join(rng.choice(words, 40)) + str(rng.integers(1e9)) for _ in range(m * steps_per)]
+            content = [" ".join(rng.choice(words, n_words)) + str(rng.integers(1e9)) for _ in range(m * steps_per)]
             w.write_steps(pa.table({"episode_id": np.repeat(np.char.add("ep-", np.arange(start, start + m).astype(str)),
                                                             steps_per),
                                     "seq": seq, "kind": kinds, "name": names, "content": content}))
@@ -80,8 +81,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=25_000)
     parser.add_argument("--repeat", type=int, default=5, help="runs per setting (median)")
+    parser.add_argument("--words", type=int, default=40, help="words of text per step (40: ~250 B)")
     args = parser.parse_args()
-    card = _card(args.episodes)
+    card = _card(args.episodes, args.words)
     tables = sum(p.stat().st_size for p in card.rglob("*.parquet"))
     data = b"".join(p.read_bytes() for p in card.rglob("*.parquet"))
     t0, c0 = time.perf_counter(), time.process_time()
@@ -96,7 +98,7 @@ def main() -> None:
                                  check=True)
             wall, cpu = out.stdout.strip().splitlines()[-1].split()
             times[verify].append((float(wall), float(cpu)))
-    print(f"text-heavy card: {args.episodes:,} episodes, {args.episodes * 20:,} steps, tables {tables / 1e6:.1f} MB "
+    print(f"text-heavy card: {args.episodes:,} episodes, {args.episodes * 20:,} steps of {args.words} words, tables {tables / 1e6:.1f} MB "
           f"(all hashed when verified); sha256 here: {cpu_rate:.0f} MB/s of CPU time, {wall_rate:.0f} MB/s of "
           f"wall clock; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"rescore (count rule), median of {args.repeat} runs each, in rotation (wall s, CPU s of all threads):")
