@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from rollout_cards.errors import ExpressionError, RuleError
@@ -898,6 +898,7 @@ FUZZ_TABLE = EPISODES
         operator_chains(),
     )
 )
+@example("[0]==[]")
 def test_random_text_raises_only_expression_error(text: str) -> None:
     try:
         expr = parse_expression(text, file="fuzz.yaml", key="score")
@@ -915,7 +916,14 @@ def test_random_text_raises_only_expression_error(text: str) -> None:
     event("evaluated")
     assert result.type == result_type
     assert len(result) == FUZZ_TABLE.num_rows
-    arrow_expr = expr.to_arrow(FUZZ_TABLE.schema)
+    try:
+        arrow_expr = expr.to_arrow(FUZZ_TABLE.schema)
+    except ExpressionError as err:
+        # List operations (here `[0]==[]`, found by this test) evaluate on batches and have no
+        # Arrow expression form; to_arrow says so, which is all it may do.
+        assert "cannot be part of a scan filter" in str(err), err
+        event("not pushable")
+        return
     projected = ds.dataset(FUZZ_TABLE).to_table(columns={"v": arrow_expr})["v"]
     for a, b in zip(projected.to_pylist(), result.to_pylist(), strict=True):
         assert same(a, b), (text, projected, result)
