@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import IntegrityError
@@ -66,19 +67,13 @@ class FileVerifier:
         self.start(rel)
         self._pending[rel].result()
 
-    def record(self, rel: str, digest: str, size: int) -> None:
-        """Take the sha256 and size of `rel` computed elsewhere (an engine's workers hashed
-        it, rollout_cards.scale) as its check: later waits raise IntegrityError on a mismatch."""
-        done: Future[None] = Future()
-        try:
-            self._compare(self._entry(rel), digest, size)
-        except IntegrityError as exc:
-            done.set_exception(exc)
-        else:
-            done.set_result(None)
+    def delegate(self, rel: str, fetch: Callable[[], tuple[str, int]]) -> None:
+        """Take `fetch()` — (sha256, size) computed elsewhere (an engine's workers hash the
+        parts, rollout_cards.scale) — as `rel`'s check instead of hashing it here; called once,
+        when `rel` is first waited for. No-op when `rel`'s check has begun already."""
         with self._lock:
-            self._pending[rel] = done
-        done.result()
+            if rel not in self._pending:
+                self._pending[rel] = _Delegated(self, rel, fetch)
 
     def check_bytes(self, rel: str, data: bytes) -> bytes:
         """`data`, the content just read of `rel`, if it matches the inventory."""
@@ -114,3 +109,24 @@ class FileVerifier:
             f"corrupt); restore it, run `rcard validate {self._card}` for a full report, or open the card "
             "with verify=False (--no-verify-digests) to read it unchecked",
             file=entry.path, expected=entry.sha256, actual=digest)
+
+
+class _Delegated(Future[None]):
+    """A check whose digest another process computes: fetched and compared on first `result`."""
+
+    def __init__(self, verifier: FileVerifier, rel: str, fetch: Callable[[], tuple[str, int]]):
+        super().__init__()
+        self._verifier, self._rel, self._fetch = verifier, rel, fetch
+        self._once = threading.Lock()
+
+    def result(self, timeout: float | None = None) -> None:
+        with self._once:
+            if not self.done():
+                try:
+                    digest, size = self._fetch()
+                    self._verifier._compare(self._verifier._entry(self._rel), digest, size)
+                except BaseException as exc:  # IntegrityError, or the engine's own error
+                    self.set_exception(exc)
+                else:
+                    self.set_result(None)
+        return super().result(timeout)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO, Protocol
@@ -210,7 +210,7 @@ class BlockScan:
     block (part, row group) with `read_block` yields exactly the batches `Card.iter_*` yields
     for that row group (the local scan never cuts a batch across row groups), decoded under
     the same checks; the filter is applied to decoded batches, never pushed into the Parquet
-    scan (see `Card._batches`). Digests are the caller's to check (`FileVerifier.record`)."""
+    scan (see `Card._batches`). Digests are the caller's to check (`Card.delegate_digest`)."""
 
     name: str
     table: str
@@ -359,11 +359,12 @@ class Card:
             for rel in paths:
                 self._verifier.wait(rel)
 
-    def record_digest(self, rel: str, digest: str, size: int) -> None:
-        """Take `rel`'s sha256 and size, computed elsewhere (an engine's workers), as its check;
-        IntegrityError now and on every later read if they differ from the inventory."""
+    def delegate_digest(self, rel: str, fetch: Callable[[], tuple[str, int]]) -> None:
+        """Check `rel` with the (sha256, size) `fetch()` returns when it is first needed, instead
+        of hashing it in this process (an engine whose workers hash the parts); no-op once
+        `rel`'s check began, and with verify=False."""
         if self._verifier is not None:
-            self._verifier.record(rel, digest, size)
+            self._verifier.delegate(rel, fetch)
 
     def verify_file(self, rel: str) -> None:
         """Check one file of the card against the inventory now, once (no-op with verify=False);

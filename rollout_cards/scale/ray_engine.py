@@ -25,6 +25,7 @@ a job that still fails is one EngineError — never a partial result.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -227,23 +228,24 @@ class RayEngine:
 
     def __post_init__(self) -> None:
         self.ray = import_ray()
-        self.filesystem, _ = _worker_filesystem(self.card.source, _tables(self.card))
+        self.filesystem, base = _worker_filesystem(self.card.source, _tables(self.card))
         self._hashes: dict[str, Any] = {}
         if self.card.verify:
             remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
             listed = {f.path: f.bytes for f in self.card.manifest.inventory.files}
-            for table in ("episodes", "steps"):
-                scan = self.block_scan(self.card, table, ["episode_id"])
-                for rel, path in zip(scan.rels, scan.paths, strict=True):
-                    if rel in listed:  # one byte more than listed: a longer file must not pass as its prefix
-                        self._hashes[rel] = remote.remote(scan.filesystem, path, listed[rel] + 1)
+            for rel in _tables(self.card):
+                if rel in listed:  # one byte more than listed: a longer file must not pass as its prefix
+                    ref = remote.remote(self.filesystem, f"{base}/{rel}", listed[rel] + 1)
+                    self._hashes[rel] = ref
+                    # the card's check of this part is the worker's digest: the driver does not
+                    # read the part to hash it (unless its check began before this engine)
+                    self.card.delegate_digest(rel, functools.partial(self.get, ref))
 
     def finish(self) -> None:
-        """Record the workers' digests of the steps parts; IntegrityError on a mismatch."""
+        """Check the table parts with the workers' digests; IntegrityError on a mismatch."""
         hashes, self._hashes = self._hashes, {}
-        for rel, ref in hashes.items():
-            digest, size = self.get(ref)
-            self.card.record_digest(rel, digest, size)
+        for rel in hashes:
+            self.card.verify_file(rel)
 
     def block_scan(self, card: Card, table: str, columns: list[str], *, encoded: bool = False) -> BlockScan:
         """`card.block_scan(...)` through the filesystem the workers open."""

@@ -246,6 +246,27 @@ def test_a_changed_steps_part_is_an_integrity_error_on_ray(ray_session, syntheti
     assert result.exit_code == 1 and "inventory" in result.output and result.stdout == ""
 
 
+def test_the_driver_does_not_hash_the_table_parts(ray_session, synthetic_in_blocks, feature_rules, driver_rules,
+                                                 monkeypatch):
+    from rollout_cards.io.integrity import FileVerifier
+
+    hashed: list[str] = []
+    original = FileVerifier._hash_file
+
+    def spy(self, rel):  # noqa: ANN001 - the driver's own hashing (workers are other processes)
+        hashed.append(rel)
+        return original(self, rel)
+
+    monkeypatch.setattr(FileVerifier, "_hash_file", spy)
+    card = rc.open(synthetic_in_blocks.path)
+    local = render(rescore(rc.open(synthetic_in_blocks.path), [feature_rules[0], driver_rules[0]]), "json")
+    tables = {*card.manifest.tables.episodes.paths, *card.manifest.tables.steps.paths}
+    assert tables <= set(hashed)  # the local engine hashes them
+    hashed.clear()
+    ray = render(rescore(card, [feature_rules[0], driver_rules[0]], engine="ray"), "json")
+    assert ray == local and not tables & set(hashed), hashed
+
+
 def _ray_task_workers(task: str) -> list[int]:
     """Ray worker processes of this test's session that are running `task` (not idle)."""
     out = []
