@@ -115,6 +115,32 @@ def test_episodes_spanning_blocks_give_identical_numbers(ray_session, synthetic_
     assert values(rescore(card, exact, engine="ray")) == values(rescore(original, exact))
 
 
+def test_units_over_several_episodes_blocks_give_identical_numbers(ray_session, synthetic_in_blocks, tmp_path,
+                                                                 feature_rules, edge_rules):
+    """The episodes table cut into row groups of 37 rows too (a task's episodes then lie in
+    several episodes blocks, routed to one partition from each)."""
+    import shutil
+    import sys
+
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(REPO / "fixtures"))
+    import bad_cards
+
+    card = tmp_path / "card"
+    shutil.copytree(synthetic_in_blocks.path, card)
+    (part,) = rc.open(card).manifest.tables.episodes.paths
+    pq.write_table(pq.read_table(card / part), card / part, row_group_size=37)
+    bad_cards.rehash(card)
+    assert pq.ParquetFile(card / part).num_row_groups == 6
+    rules = [*feature_rules, *edge_rules, RULES / "best_of_3.yaml", RULES / "pass_at_2.yaml",
+             RULES / "errors_excluded.yaml"]
+    pairs, stats = _engine_runs(rc.open(card), rules)
+    for ray, local in pairs:
+        _same_run(ray, local)
+    assert stats["split_rules"] == len(pairs) >= len(rules) - 1
+
+
 def test_cli_engine_ray_prints_the_local_json(ray_session, synthetic_in_blocks, feature_rules):
     args = ["rescore", str(synthetic_in_blocks.path), "-f", "json", "--seed", "3"]
     for rule in feature_rules:
