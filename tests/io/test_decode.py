@@ -30,6 +30,10 @@ reported:
 """
 
 CHILD = """
+def _peak_mb():
+    # VmHWM: this program's own high-water mark; ru_maxrss keeps the parent's RSS at fork across exec
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) for l in fh if l.startswith("VmHWM:")) / 1024
 import json, resource, sys
 import rollout_cards as rc
 from rollout_cards.errors import DecodeLimitError
@@ -40,7 +44,7 @@ except DecodeLimitError as exc:
     read = str(exc)
 report = rc.validate(sys.argv[1])
 print(json.dumps({"read": read, "codes": sorted(report.codes()), "valid": report.valid,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mb": _peak_mb()}))
 """
 
 
