@@ -275,7 +275,30 @@ class _RangeReader(io.RawIOBase):
 _FS_ROOT = "rcard"
 
 
-class _MemberFileSystem(pafs.FileSystemHandler):
+class ReadOnlyMembers(pafs.FileSystemHandler):
+    """The part every pyarrow handler over a packed card's members shares: members are opened
+    as `_slice(path)` (a subclass's zero-copy reader), paths are kept as given, nothing is written."""
+
+    def _slice(self, path: str) -> pa.NativeFile:
+        raise NotImplementedError
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        return self._slice(path)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        return self._slice(path)
+
+    def _read_only(self, *args: object) -> None:
+        raise OSError("a packed card is read-only")
+
+    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
+    delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
+
+
+class _MemberFileSystem(ReadOnlyMembers):
     """pyarrow filesystem handler: `rcard/<member>` is a zero-copy slice of the memory map."""
 
     def __init__(self, source: ArchiveSource, buffer: pa.Buffer):
@@ -298,9 +321,6 @@ class _MemberFileSystem(pafs.FileSystemHandler):
     def get_type_name(self) -> str:
         return "rcard"
 
-    def normalize_path(self, path: str) -> str:
-        return path
-
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         infos = []
         for path in paths:
@@ -321,17 +341,6 @@ class _MemberFileSystem(pafs.FileSystemHandler):
                 out.append(pafs.FileInfo(full, pafs.FileType.File, size=member.size))
         return out
 
-    def open_input_file(self, path: str) -> pa.NativeFile:
-        return self._slice(path)
-
-    def open_input_stream(self, path: str) -> pa.NativeFile:
-        return self._slice(path)
-
-    def _read_only(self, *args: object) -> None:
-        raise OSError("a packed card is read-only")
-
-    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
-    delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
 
 
 # -- unpacking ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ..io.archive import ReadOnlyMembers
 from ..regular_files import open_regular_fd
 
 __all__ = ["ArchiveMembers", "worker_filesystem"]
@@ -27,7 +28,7 @@ __all__ = ["ArchiveMembers", "worker_filesystem"]
 _ROOT = "rcard"
 
 
-class ArchiveMembers(pafs.FileSystemHandler):
+class ArchiveMembers(ReadOnlyMembers):
     """Read-only pyarrow filesystem handler: `rcard/<member>` is bytes [offset, offset + size)
     of the archive at `path`, mapped on first use in the process that reads it."""
 
@@ -72,9 +73,6 @@ class ArchiveMembers(pafs.FileSystemHandler):
     def get_type_name(self) -> str:
         return "rcard-members"
 
-    def normalize_path(self, path: str) -> str:
-        return path
-
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         infos = []
         for path in paths:
@@ -91,18 +89,6 @@ class ArchiveMembers(pafs.FileSystemHandler):
         return [pafs.FileInfo(f"{_ROOT}/{rel}", pafs.FileType.File, size=size)
                 for rel, (_, size) in sorted(self.members.items())
                 if f"{_ROOT}/{rel}".startswith(base) and (selector.recursive or "/" not in rel)]
-
-    def open_input_file(self, path: str) -> pa.NativeFile:
-        return self._slice(path)
-
-    def open_input_stream(self, path: str) -> pa.NativeFile:
-        return self._slice(path)
-
-    def _read_only(self, *args: object) -> None:
-        raise OSError("a packed card is read-only")
-
-    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
-    delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
 
 
 def worker_filesystem(source: Any, rels: list[str]) -> tuple[pafs.FileSystem, str]:
