@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .card import RULE_ID
+from .card import RULE_ID, empty_dict, empty_list
 from .schemas import register_document
 
 __all__ = [
@@ -237,13 +237,13 @@ class Aggregate(_Model):
     """mean (over observations), median or iqm (over per-unit values, rliable's definitions), or the
     spread of the per-unit values: std (divisor n − 1), var, stderr = std / √units (the standard
     error of the mean, as Inspect's stderr metric; undefined below 2 units)."""
-    group_by: list[COLUMN] = Field(default_factory=list)
+    group_by: list[COLUMN] = Field(default_factory=empty_list)
     """Episode columns giving one headline per group (default: one headline)."""
     unit: COLUMN | list[COLUMN] | None = None
     """Independent unit of the interval (default: episode_id, or the reduce key after a reduce)."""
     interval: IntervalSpec = Field(default_factory=IntervalSpec)
     """Interval method and level."""
-    strata: list[COLUMN] = Field(default_factory=list)
+    strata: list[COLUMN] = Field(default_factory=empty_list)
     """Episode columns whose values form strata: results per stratum, and pooled."""
     weights: StratumWeights = StratumWeights.EQUAL
     """How strata are pooled: equal (each stratum 1/S) or by_count (by observations)."""
@@ -279,7 +279,7 @@ class Compare(_Model):
 class Reported(_Model):
     """A number as published, which `rcard validate` recomputes."""
 
-    group: dict[COLUMN, GroupValue] = Field(default_factory=dict)
+    group: dict[COLUMN, GroupValue] = Field(default_factory=empty_dict)
     """The group, by its group_by values (empty for a rule without groups)."""
     stratum: dict[COLUMN, GroupValue] | None = None
     """A stratum, by its strata values (default: the pooled headline)."""
@@ -309,7 +309,7 @@ class Rule(_Model):
     select: str | None = None
     """Expression over episode columns and features; episodes where it is not true are removed (and counted)."""
     features: dict[Annotated[str, Field(pattern=FEATURE_NAME)], Feature] = Field(
-        default_factory=dict
+        default_factory=empty_dict
     )
     """Per-episode values computed from steps, usable by name in select and score."""
     score: str
@@ -324,7 +324,7 @@ class Rule(_Model):
     """Statistic, groups, unit, interval and strata of the headline."""
     compare: Compare | None = None
     """Paired comparison of groups against a baseline group."""
-    reported: list[Reported] = Field(default_factory=list)
+    reported: list[Reported] = Field(default_factory=empty_list)
     """In a card's own rules: the numbers as published."""
 
     @model_validator(mode="after")

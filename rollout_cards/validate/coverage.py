@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from ..errors import ExpressionError
 from ..model.card import Drop, DropAction
+from ..numpy_arrow import bool_array, int64_array
 from .context import CheckContext, TableState
 from .episode_scan import report_rows
 from .layout import MANIFEST
@@ -89,7 +90,7 @@ def _key_table(pieces: list[tuple[str, str, np.ndarray]]) -> pa.Table:
     return pa.table({
         "task_id": pa.array(np.repeat(np.array([p[0] for p in pieces], dtype=object), sizes), pa.string()),
         "agent": pa.array(np.repeat(np.array([p[1] for p in pieces], dtype=object), sizes), pa.string()),
-        "trial": pa.array(np.concatenate([t for _, _, t in pieces]), pa.int64()),
+        "trial": int64_array(np.concatenate([t for _, _, t in pieces])),
     })
 
 
@@ -166,7 +167,7 @@ def check_plan(ctx: CheckContext) -> None:
     keys = _episode_keys(ctx, state, with_trial)
     tasks, agents, trials = plan.tasks or [], plan.agents or [], plan.trials or 1
     inside = _unplanned(f, state, keys, tasks, agents, trials)
-    planned = keys.filter(pa.array(inside)).group_by(list(_KEYS)).aggregate([])
+    planned = keys.filter(bool_array(inside)).group_by(list(_KEYS)).aggregate([])
     missing = grid - planned.num_rows  # counted, never enumerated to be counted
     selected = [d for d in drops if _selector(d) is not None]
     if missing == 0 or (missing <= budget and not selected):
@@ -180,7 +181,7 @@ def check_plan(ctx: CheckContext) -> None:
     if selected:
         uncovered = 0
         for chunk in _missing_chunks(planned, tasks, agents, trials):
-            left = chunk.filter(pa.array(~_covered(chunk, selected)))
+            left = chunk.filter(bool_array(~_covered(chunk, selected)))
             uncovered += left.num_rows
             if len(shown) < room:
                 shown += left.slice(0, room - len(shown)).to_pylist()
@@ -209,7 +210,7 @@ def _unplanned(f: Findings, state: TableState, keys: pa.Table, tasks: list[str],
         pc.and_(pc.greater_equal(keys.column("trial"), 0), pc.less(keys.column("trial"), trials)),
     )
     outside = np.flatnonzero(~np.asarray(pc.fill_null(inside, False).to_numpy(), dtype=bool))
-    shown = keys.take(pa.array(outside[: f.room("episode-unplanned")], pa.int64())).to_pylist()
+    shown = keys.take(int64_array(outside[: f.room("episode-unplanned")])).to_pylist()
     report_rows(f, "episode-unplanned", state, outside, "task_id",
                 lambda i: f"episode (task {excerpt(shown[i]['task_id'])}, agent {excerpt(shown[i]['agent'])}, "
                 f"trial {shown[i]['trial']}) is outside the plan's grid; correct the plan or the episode")

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..numpy_arrow import int64_array
 from .context import TableState
 from .report import Findings, excerpt
 
@@ -68,7 +69,7 @@ def _names(dictionary: pa.Array, indices: np.ndarray) -> list[str | None]:
     """The dictionary values at `indices` (None for -1)."""
     if not len(dictionary):
         return [None] * len(indices)
-    values = dictionary.take(pa.array(np.maximum(indices, 0), pa.int64())).to_pylist()
+    values = dictionary.take(int64_array(np.maximum(indices, 0))).to_pylist()
     return [v if i >= 0 else None for v, i in zip(values, indices, strict=True)]
 
 

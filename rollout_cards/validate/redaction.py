@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from ..errors import CardFormatError
 from ..model.card import Drop
+from ..numpy_arrow import int64_array
 from ..tables import HMAC_PREFIX, REDACTED_HMAC_PATTERN, REDACTED_MARKER
 from .context import CheckContext, TableState
 from .episode_scan import report_rows
@@ -138,7 +139,7 @@ def _collect(redacted: dict, table: str, chunk: pa.Table, rows: np.ndarray, dige
     the checks across tables; `pointers` maps a digest to the drop that redacted it."""
     if not len(rows):
         return
-    taken = pa.array(rows, pa.int64())
+    taken = int64_array(rows)
     digests = chunk.column(digest).take(taken).to_pylist()
     ids = chunk.column("episode_id").take(taken).to_pylist() if linked else [None] * len(digests)
     by_episode = redacted.get(table) if linked else None
@@ -180,7 +181,7 @@ def _scan_episode_rows(ctx: CheckContext, state: TableState, by_episode: dict[st
                                          .to_numpy(zero_copy_only=False), dtype=bool))
         if not len(rows):
             continue
-        taken = pa.array(rows, pa.int64())
+        taken = int64_array(rows)
         eids = ids.take(taken).to_pylist()
         for name in texts:
             for row, eid, cell in zip(rows, eids, chunk.column(name).take(taken).to_pylist(), strict=True):
@@ -267,7 +268,7 @@ def _check_copies(ctx: CheckContext, state: TableState, chunk: pa.Table, offset:
                   column: str, digest: str, others: list[str], pointer: str) -> None:
     if not len(rows) or not others:
         return
-    taken = pa.array(rows, pa.int64())
+    taken = int64_array(rows)
     wanted = chunk.column(digest).take(taken).to_pylist()
     for other in others:
         cells = chunk.column(other).take(taken).to_pylist()

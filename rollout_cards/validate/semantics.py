@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..errors import DecodeLimitError
 from ..io.decode import DecodeBudget, variable_width
+from ..numpy_arrow import int64_array
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, StepKind, TerminalStatus
 from .context import CheckContext, TableState
 from .episode_index import EpisodeIndex
@@ -171,14 +172,14 @@ def _row_checks(f: Findings, state: TableState, table: str, offset: int, chunk: 
         if col is not None and col.minimum is not None:
             low = np.flatnonzero(_mask(pc.less(arr, col.minimum)))
             if len(low):
-                values = arr.take(pa.array(low[: f.room("value-negative")], pa.int64())).to_pylist()
+                values = arr.take(int64_array(low[: f.room("value-negative")])).to_pylist()
                 report_rows(f, "value-negative", state, offset + low, name,
                             lambda i, name=name, values=values: f"{name} is {values[i]}; it counts something and "
                             "is never negative: fix the value, or use null when it is unknown")
         if pa.types.is_floating(arr.type):
             bad = np.flatnonzero(_mask(pc.invert(pc.is_finite(arr))))
             if len(bad):
-                values = arr.take(pa.array(bad[: f.room("value-not-finite")], pa.int64())).to_pylist()
+                values = arr.take(int64_array(bad[: f.room("value-not-finite")])).to_pylist()
                 report_rows(f, "value-not-finite", state, offset + bad, name,
                             lambda i, name=name, values=values: f"{name} is {values[i]}; numbers must be "
                             "finite: use null for a missing value and record why in drops")
@@ -200,7 +201,7 @@ def _nesting_checks(f: Findings, state: TableState, offset: int, chunk: pa.Table
     rows = np.flatnonzero(_mask(pc.or_kleene(bad_parent, bad_depth)))
     if len(rows):
         shown = rows[: f.room("step-parent-invalid")]
-        seqs, parents, depths = (a.take(pa.array(shown, pa.int64())).to_pylist() for a in (seq, parent, depth))
+        seqs, parents, depths = (a.take(int64_array(shown)).to_pylist() for a in (seq, parent, depth))
         report_rows(f, "step-parent-invalid", state, offset + rows, "parent_seq",
                     lambda i: f"step {seqs[i]} has parent_seq {parents[i]} and depth {depths[i]}; parent_seq "
                     "must be the seq of an earlier step of the episode and a sub-agent's depth at least 1")
@@ -217,7 +218,7 @@ def _enum_rows(f: Findings, state: TableState, table: str, offset: int, name: st
         ok = pc.is_in(arr, value_set=allowed)
     bad = np.flatnonzero(_mask(pc.and_(pc.invert(ok), arr.is_valid())))
     if len(bad):
-        values = arr.take(pa.array(bad[: f.room("enum-invalid")], pa.int64())).to_pylist()
+        values = arr.take(int64_array(bad[: f.room("enum-invalid")])).to_pylist()
         report_rows(f, "enum-invalid", state, offset + bad, name,
                     lambda i: f"{name} {excerpt(values[i])} is not one of {', '.join(allowed.to_pylist())}")
 
@@ -284,7 +285,7 @@ def _scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
         if name not in chunk.column_names:
             return None
         arr = _array(chunk, name)
-        return arr if idx is None else arr.take(pa.array(idx, pa.int64()))
+        return arr if idx is None else arr.take(int64_array(idx))
 
     def ints(name: str) -> np.ndarray | None:
         arr = pick(name)
@@ -330,7 +331,7 @@ def check_steps(ctx: CheckContext) -> None:
         known = codes >= 0
         orphans = np.flatnonzero(~known & _mask(ids.is_valid()))
         if len(orphans):
-            shown = ids.take(pa.array(orphans[: f.room("step-episode-missing")], pa.int64())).to_pylist()
+            shown = ids.take(int64_array(orphans[: f.room("step-episode-missing")])).to_pylist()
             report_rows(f, "step-episode-missing", state, offset + orphans, "episode_id",
                         lambda i, shown=shown: f"step belongs to episode {excerpt(shown[i])}, which is not in "
                         "the episodes table; add the episode or remove its steps")
@@ -370,7 +371,7 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts)
             inputs = _scan_inputs(chunk, idx)
             piece = {
                 "code": codes[idx],
-                "seq": seq.take(pa.array(idx, pa.int64())),
+                "seq": seq.take(int64_array(idx)),
                 "row": offset + idx,
                 "is_call": inputs["is_call"],
                 "is_result": inputs["is_result"],
