@@ -41,13 +41,15 @@ def test_version_and_help_load_nothing_heavy(args, allowed):
 
 def test_validating_a_card_without_rules_loads_no_jsonschema_yaml_or_pandas():
     """pyarrow imports pandas on its first conversion when pandas is installed (cli/without_pandas.py
-    keeps it out); jsonschema runs only for a card.json the model refuses; PyYAML only for rules."""
+    keeps it out); jsonschema runs only for a card.json the model refuses; PyYAML only for rules;
+    numpy.ma and numpy.random are not needed to index Arrow arrays (numpy_arrow.py)."""
     pytest.importorskip("pandas", reason="the pandas half needs pandas installed (the test extra has it)")
     code = ("from rollout_cards.cli import main\ncode = main(['validate', 'fixtures/cards/minimal'])\n"
             "assert code == 0, code")
     loaded = _modules_after(code)
     assert "rollout_cards.validate" in loaded  # it did validate
     assert sorted(m for m in loaded if m.split(".")[0] in {"pandas", "jsonschema", "yaml"}) == []
+    assert sorted(m for m in loaded if m.split(".")[:2] in (["numpy", "ma"], ["numpy", "random"])) == []
 
 
 def test_a_built_in_import_loads_no_pandas(tmp_path):
