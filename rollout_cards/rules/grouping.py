@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..numpy_arrow import int64_array
+
 __all__ = ["Factor", "combine", "factorize", "label_sort_key"]
 
 
@@ -37,20 +39,48 @@ def label_sort_key(label: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple((v is None, type(v).__name__, "" if v is None else v) for v in label)
 
 
-def _column_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any]]:
+def _value_order(dictionary: pa.Array) -> np.ndarray | None:
+    """Positions of `dictionary`'s values in `label_sort_key` order, sorted by Arrow, or None
+    when Arrow's order could differ from Python's (floats with NaN, nested types). Within one
+    column the key is the value itself (one type; nulls are not in a dictionary), and
+    Arrow's orders are Python's: strings by code point (UTF-8 byte order), numbers by value,
+    ties by position (stable)."""
+    t = dictionary.type
+    if pa.types.is_floating(t):
+        if pc.any(pc.is_nan(dictionary)).as_py():
+            return None
+    elif not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+              or pa.types.is_boolean(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+              or pa.types.is_temporal(t)):
+        return None
+    return pc.array_sort_indices(dictionary).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _column_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any], bool]:
+    """Codes into the column's distinct values, and whether the values are in sorted order
+    (then the codes are ranks, and tuples of them sort as their labels do)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     encoded = pc.dictionary_encode(column)
-    values = encoded.dictionary.to_pylist()
+    dictionary = encoded.dictionary
     indices = encoded.indices.to_numpy(zero_copy_only=False)
+    order = _value_order(dictionary)
+    if order is not None:
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        dictionary = dictionary.take(int64_array(order))
+    values = dictionary.to_pylist()
     if encoded.null_count:
-        # Null rows get the code after the last value; their label is None.
+        # Null rows get the code after the last value; their label is None (sorted last).
         mask = encoded.indices.is_null().to_numpy(zero_copy_only=False)
         indices = np.where(mask, len(values), np.nan_to_num(indices, nan=0)).astype(np.int64)
         values.append(None)
-    return indices.astype(np.int64, copy=False), values
+    indices = indices.astype(np.int64, copy=False)
+    if order is not None:
+        indices = np.append(rank, len(rank))[indices]  # the null code stays last
+    return indices, values, order is not None
 
 
 def factorize(table: pa.Table | pa.RecordBatch, columns: Sequence[str]) -> Factor:
@@ -59,11 +89,14 @@ def factorize(table: pa.Table | pa.RecordBatch, columns: Sequence[str]) -> Facto
     if not columns:
         return Factor(np.zeros(n, dtype=np.int64), [()])
     per_column = [_column_codes(table.column(c)) for c in columns]
-    return combine([codes for codes, _ in per_column], [values for _, values in per_column], n)
+    return combine([codes for codes, _, _ in per_column], [values for _, values, _ in per_column], n,
+                   presorted=all(ranked for _, _, ranked in per_column))
 
 
-def combine(codes: Sequence[np.ndarray], values: Sequence[list[Any]], n: int) -> Factor:
-    """Combine per-column codes (into `values[j]`) into one Factor over the tuples."""
+def combine(codes: Sequence[np.ndarray], values: Sequence[list[Any]], n: int, *, presorted: bool = False) -> Factor:
+    """Combine per-column codes (into `values[j]`) into one Factor over the tuples. With
+    `presorted`, each `values[j]` is in `label_sort_key` order (None last), so the tuples come
+    out of the sort below in label order and need no sort in Python."""
     if not codes:
         return Factor(np.zeros(n, dtype=np.int64), [()])
     if n == 0:
@@ -84,18 +117,20 @@ def combine(codes: Sequence[np.ndarray], values: Sequence[list[Any]], n: int) ->
             inverse = lookup[packed]
         else:
             uniq, inverse = np.unique(packed, return_inverse=True)
-        rows = []
-        for value in uniq.tolist():
-            row = []
-            for size in reversed(sizes):
-                value, k = divmod(value, size)
-                row.append(k)
-            rows.append(row[::-1])
+        digits = []
+        for size in reversed(sizes):
+            uniq, k = np.divmod(uniq, size)
+            digits.append(k)
+        digits.reverse()
     else:
         stacked = np.stack([np.asarray(c, dtype=np.int64) for c in codes], axis=1)
         uniques, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        rows = uniques.tolist()
-    labels = [tuple(values[j][k] for j, k in enumerate(row)) for row in rows]
+        digits = [uniques[:, j] for j in range(len(codes))]
+    # One list per column, then tuples: no Python work per (tuple, column) pair.
+    picked = [[column[k] for k in d.tolist()] for column, d in zip(values, digits, strict=True)]
+    labels = list(zip(*picked, strict=True))
+    if presorted:  # ascending packed codes / rows are lexicographic over per-column ranks
+        return Factor(inverse.reshape(-1).astype(np.int64, copy=False), labels)
     order = sorted(range(len(labels)), key=lambda i: label_sort_key(labels[i]))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))

@@ -6,7 +6,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollout_cards.rules.grouping import factorize
+from rollout_cards.rules.grouping import factorize, label_sort_key
 
 
 def test_codes_and_sorted_labels_with_nulls_last():
@@ -24,3 +24,40 @@ def test_codes_round_trip_to_the_values(rows):
     f = factorize(t, ["s", "i"])
     assert [f.labels[c] for c in f.codes] == rows
     assert len(set(f.labels)) == len(f.labels) == len(set(rows))
+
+
+_SCALARS = {
+    "string": st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4),
+    "int": st.integers(-(2**63), 2**63 - 1),
+    "float": st.floats(allow_nan=False).map(lambda x: x + 0.0),  # -0.0 == 0.0: one label in Python
+    "bool": st.booleans(),
+}
+
+
+@st.composite
+def _tables(draw):
+    kinds = draw(st.lists(st.sampled_from(sorted(_SCALARS)), min_size=1, max_size=3))
+    n = draw(st.integers(1, 40))
+    columns = {f"c{j}": draw(st.lists(st.one_of(st.none(), _SCALARS[k]), min_size=n, max_size=n))
+               for j, k in enumerate(kinds)}
+    return columns
+
+
+@given(_tables())
+def test_labels_sort_as_python_sorts_them(columns):
+    """Arrow sorts each column's values (UTF-8 byte order is code point order); the result must be
+    Python's own order of the label tuples: sorted(set(...), key=label_sort_key)."""
+    names = sorted(columns)
+    rows = list(zip(*(columns[c] for c in names), strict=True))
+    f = factorize(pa.table(columns), names)
+    expected = sorted(set(rows), key=label_sort_key)
+    assert f.labels == expected
+    assert [f.labels[c] for c in f.codes] == rows
+
+
+def test_nan_labels_keep_the_python_order():
+    t = pa.table({"x": [float("nan"), 1.0, None, 0.5, 1.0]})
+    f = factorize(t, ["x"])
+    assert f.labels[1:3] == [(0.5,), (1.0,)] or f.labels[:2] == [(0.5,), (1.0,)]
+    assert f.labels[-1] == (None,)
+    assert [f.labels[c][0] for c in f.codes][1:] == [1.0, None, 0.5, 1.0]
