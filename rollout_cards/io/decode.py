@@ -117,7 +117,15 @@ class DecodeBudget:
 
     def charge(self, batch: pa.RecordBatch, expand: set[str]) -> int:
         """Count the variable-width bytes `batch` decodes to; DecodeLimitError past the limit."""
-        sizes = {name: _column_bytes(batch.column(name)) for name in self._encoded(batch, expand)}
+        return self.spend(self.sizes(batch, expand), batch.num_rows)
+
+    def sizes(self, batch: pa.RecordBatch, expand: set[str]) -> dict[str, int]:
+        """What each `expand` column of `batch` decodes to, in bytes (nothing is counted)."""
+        return {name: _column_bytes(batch.column(name)) for name in self._encoded(batch, expand)}
+
+    def spend(self, sizes: dict[str, int], rows: int) -> int:
+        """Count a batch of `rows` rows that decodes to `sizes` (by column, from `sizes`, perhaps
+        measured in another process); DecodeLimitError past the limit."""
         total = sum(sizes.values())
         self.used += total
         if self.used > self.limit:
@@ -125,7 +133,7 @@ class DecodeBudget:
             raise DecodeLimitError(
                 f"{self.name} decodes to more than {self.limit:,} bytes of text ({DECODE_RATIO:,} times its "
                 f"{(self.limit - DECODE_FLOOR) // DECODE_RATIO:,} stored bytes, plus {DECODE_FLOOR:,}), most of it "
-                f"in column {largest!r} ({sizes[largest]:,} bytes in {batch.num_rows:,} rows): a dictionary page "
+                f"in column {largest!r} ({sizes[largest]:,} bytes in {rows:,} rows): a dictionary page "
                 "repeated over many rows, a decompression bomb; regenerate the file")
         return total
 

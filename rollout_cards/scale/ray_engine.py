@@ -358,7 +358,8 @@ class RayEngine:
 
 class RayChecks:
     """The validator's hooks on Ray (`validate.context.CheckContext.engine`): every listed file
-    hashed by a task on a worker, and replay's step features by `RayEngine`."""
+    hashed by a task on a worker, replay's step features by `RayEngine`, and the tasks, files
+    and failures of the table scans (`validate.ray_tables`)."""
 
     def __init__(self, source: Any):
         self.ray = import_ray()
@@ -367,11 +368,30 @@ class RayChecks:
 
     def hash_files(self, rels: list[str]) -> dict[str, tuple[str, int]]:
         """{rel: (sha256, bytes)} of whole files (the validator's digests are not size-capped)."""
-        remote = self.ray.remote(max_retries=MAX_RETRIES)(_hash_part)
-        fs, base = _worker_filesystem(self.source, rels)
+        remote = self.remote(_hash_part)
+        fs, base = self.files(rels)
         refs = [remote.remote(fs, f"{base}/{rel}", None) for rel in rels]
+        return dict(zip(rels, self.get(refs), strict=True))
+
+    def files(self, rels: list[str]) -> tuple[pafs.FileSystem, str]:
+        """The filesystem the workers open the files `rels` of the card with, and its base path."""
+        return _worker_filesystem(self.source, rels)
+
+    def cpus(self) -> int:
+        """The CPUs of the cluster."""
+        return max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+
+    def remote(self, function: Any, **options: Any) -> Any:
+        """`function` as a Ray task, re-run up to MAX_RETRIES times when its worker dies."""
+        return self.ray.remote(max_retries=MAX_RETRIES, **options)(function)
+
+    def put(self, value: Any) -> Any:
+        return self.ray.put(value)
+
+    def get(self, refs: Any) -> Any:
+        """`ray.get(refs)`; a job that failed after Ray's retries is one EngineError."""
         try:
-            return dict(zip(rels, self.ray.get(refs), strict=True))
+            return self.ray.get(refs)
         except self.ray.exceptions.RayError as exc:
             raise _failed(self.source.name, exc) from None
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import progress
-from ..errors import CardFormatError, RuleError, UnsafeArchiveError
+from ..errors import CardFormatError, EngineError, RuleError, UnsafeArchiveError
 from ..io.fs_source import card_location, is_uri
 from ..io.reader import CardSource, DirectorySource
 from . import coverage, inventory, layout, manifest, parquet, rules, semantics, signature
@@ -70,6 +70,8 @@ def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> Chec
         return CheckRun(name=name, status="skipped" if status == "passed" else status, note=str(skip))
     except UnsafeArchiveError as exc:
         _archive_unsafe(findings, exc)
+    except EngineError:
+        raise  # the engine could not run (a Ray job failed after retries): no verdict at all
     except Exception as exc:  # noqa: BLE001 - a bug in a check must not pass for a verdict
         if os.environ.get("RCARD_DEBUG"):
             raise

@@ -25,12 +25,13 @@ import pyarrow.compute as pc
 from ..numpy_arrow import int64_array
 from .context import TableState
 from .report import Findings, excerpt
+from .row_findings import RowFindings
 
 __all__ = ["EpisodeScan", "report_rows"]
 
 
 def report_rows(
-    f: Findings,
+    f: Findings | RowFindings,
     code: str,
     state: TableState,
     rows: np.ndarray,
@@ -39,8 +40,12 @@ def report_rows(
 ) -> None:
     """Findings for the table rows `rows` (global indexes): the first ones listed, the rest counted.
 
-    `describe(i)` gives the message of the i-th row of `rows`.
+    `describe(i)` gives the message of the i-th row of `rows`. A `RowFindings` collector lists
+    the first ones in table order, whatever the order of `rows`.
     """
+    if isinstance(f, RowFindings):
+        f.add_rows(code, state, rows, column, describe)
+        return
     n = len(rows)
     k = min(n, f.room(code))
     for i in range(k):
@@ -224,8 +229,7 @@ class EpisodeScan:
         res_idx = np.flatnonzero(is_result)
         if call_id is None:
             if len(res_idx):
-                shown = min(len(res_idx), self.f.room("tool-result-orphan"))
-                self._report_orphans(rows, code, res_idx, [None] * shown)
+                self._report_orphans(rows, code, res_idx, lambda i: None)
             self._calls = set()
             return
         # Call ids as integers: their index in the chunk's dictionary (-1 for null).
@@ -257,10 +261,10 @@ class EpisodeScan:
         dup = call_idx[repeat]
         if not len(dup):
             return
-        ids = _names(dictionary, cid[dup[: self.f.room("tool-call-id-duplicate")]])
+        # messages are made for the first rows in table order, which need not be the first of `dup`
         report_rows(
             self.f, "tool-call-id-duplicate", self.state, rows[dup], "call_id",
-            lambda i: f"tool_call reuses call_id {excerpt(ids[i])}, already used by an earlier tool_call of episode "
+            lambda i: f"tool_call reuses call_id {excerpt(_names(dictionary, cid[dup[i:i + 1]])[0])}, already used by an earlier tool_call of episode "
             f"{excerpt(self.name_of(int(code[dup[i]])))}; store unique ids (keep the source id in meta, e.g. as "
             "the writer does: id, id#2, id#3)",
         )
@@ -284,13 +288,14 @@ class EpisodeScan:
         if len(carried) and self._calls:
             values = _names(dictionary, cid[orphan[carried]])
             orphan = np.delete(orphan, carried[[i for i, v in enumerate(values) if v in self._calls]])
-        self._report_orphans(rows, code, orphan, _names(dictionary, cid[orphan[: self.f.room("tool-result-orphan")]]))
+        self._report_orphans(rows, code, orphan, lambda i: _names(dictionary, cid[orphan[i:i + 1]])[0])
 
-    def _report_orphans(self, rows: np.ndarray, code: np.ndarray, orphan: np.ndarray, ids: list) -> None:
+    def _report_orphans(self, rows: np.ndarray, code: np.ndarray, orphan: np.ndarray,
+                        id_of: Callable[[int], str | None]) -> None:
         if len(orphan):
             report_rows(
                 self.f, "tool-result-orphan", self.state, rows[orphan], "call_id",
-                lambda i: f"tool_result refers to call_id {excerpt(ids[i]) if ids[i] is not None else 'null'}, which "
+                lambda i: f"tool_result refers to call_id {excerpt(v) if (v := id_of(i)) is not None else 'null'}, which "
                 f"no earlier tool_call of episode {excerpt(self.name_of(int(code[orphan[i]])))} issued; fix the "
                 "call_id or record the call",
             )

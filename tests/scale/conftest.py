@@ -3,8 +3,12 @@ steps are cut into small row groups so that episodes span blocks."""
 
 from __future__ import annotations
 
+import os
 import random
-from collections.abc import Iterator
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,4 +165,52 @@ def row_groups(card: rc.Card) -> int:
                for rel in card.manifest.tables.steps.paths)
 
 
-__all__ = ["EDGE_RULES", "FEATURE_RULES", "NAMES", "random_rows", "reblocked", "row_groups", "write_rules"]
+def ray_task_workers(task: str) -> list[int]:
+    """Ray worker processes of this test's session that are running `task` (not idle)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith("ray::") and "IDLE" not in cmdline and task in cmdline:
+            out.append(int(pid))
+    return out
+
+
+def run_killing(task: str, job: Callable[[], Any]) -> Any:
+    """`job()` while the first Ray worker seen running `task` is killed (SIGKILL, by its pid): its
+    result, or None when it failed with the one EngineError that says no result was computed."""
+    from rollout_cards.errors import EngineError
+
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        while not stop.is_set() and not killed:
+            for pid in ray_task_workers(task):
+                os.kill(pid, signal.SIGKILL)  # a worker process this session started, by its id
+                killed.append(pid)
+                break
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        try:
+            result = job()
+        except EngineError as exc:  # retries exhausted: one clear error, no result
+            assert "no result was computed" in str(exc)
+            result = None
+    finally:
+        stop.set()
+        thread.join()
+    assert killed, f"no Ray worker was seen running {task}"
+    print(f"killed worker {killed[0]}; the job {'finished' if result is not None else 'failed with one EngineError'}")
+    return result
+
+
+__all__ = ["EDGE_RULES", "FEATURE_RULES", "NAMES", "random_rows", "ray_task_workers", "reblocked", "run_killing", "row_groups",
+           "write_rules"]

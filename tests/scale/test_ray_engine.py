@@ -3,12 +3,8 @@ worker CPUs (one session for the module: Ray starts slowly); its errors are the 
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +22,15 @@ from rollout_cards.rules.rescore import rescore
 from tests.conftest import FIXTURE_CARDS, REPO
 from tests.fuzzing import cases, seed
 from tests.rules.conftest import build_card
-from tests.scale.conftest import EDGE_RULES, NAMES, random_rows, reblocked, row_groups, write_rules
+from tests.scale.conftest import (
+    EDGE_RULES,
+    NAMES,
+    random_rows,
+    reblocked,
+    row_groups,
+    run_killing,
+    write_rules,
+)
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 
@@ -293,21 +297,6 @@ def test_the_driver_does_not_hash_the_table_parts(ray_session, synthetic_in_bloc
     assert ray == local and not tables & set(hashed), hashed
 
 
-def _ray_task_workers(task: str) -> list[int]:
-    """Ray worker processes of this test's session that are running `task` (not idle)."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-        except OSError:
-            continue
-        if cmdline.startswith("ray::") and "IDLE" not in cmdline and task in cmdline:
-            out.append(int(pid))
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["_step_blocks", "_score_partition", "Map"])
 def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, feature_rules, driver_rules, task):
@@ -322,30 +311,7 @@ def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, 
         card = reblocked(build_card(tmp_path / "src", episodes, steps), tmp_path / "card", 200, mp)
     rules = [feature_rules[0], feature_rules[3]] if task != "Map" else [driver_rules[0]]
     local = render(rescore(card, rules), "json")
-    killed: list[int] = []
-    stop = threading.Event()
-
-    def killer() -> None:
-        while not stop.is_set() and not killed:
-            for pid in _ray_task_workers(task):
-                os.kill(pid, signal.SIGKILL)  # a worker process this session started, by its id
-                killed.append(pid)
-                break
-            time.sleep(0.005)
-
-    thread = threading.Thread(target=killer)
-    thread.start()
-    try:
-        try:
-            ray = render(rescore(card, rules, engine="ray"), "json")
-        except rc.errors.EngineError as exc:  # retries exhausted: one clear error, no result
-            assert "no result was computed" in str(exc)
-            ray = None
-    finally:
-        stop.set()
-        thread.join()
-    assert killed, f"no Ray worker was seen running {task}"
-    print(f"killed worker {killed[0]}; the job {'finished with the local numbers' if ray else 'failed with one EngineError'}")
+    ray = run_killing(task, lambda: render(rescore(card, rules, engine="ray"), "json"))
     if ray is not None:
         assert ray == local
 
