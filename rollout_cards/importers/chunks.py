@@ -15,6 +15,7 @@ string in a name field) could never be selected; it is refused at its record.
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -65,6 +66,9 @@ def _expected(typ: pa.DataType) -> tuple[tuple[type, ...], str] | None:
 _STEP_CHECKS = [(i, c.name, *e) for i, c in enumerate(STEP_COLUMNS) if (e := _expected(c.type)) is not None]
 _EPISODE_CHECKS = {c.name: e for c in EPISODE_COLUMNS if (e := _expected(c.type)) is not None}
 _SEQ = [c.name for c in STEP_COLUMNS].index("seq")
+_T = [c.name for c in STEP_COLUMNS].index("t")
+# The exact types each checked column accepts without a closer look (None included).
+_EXACT = {i: frozenset((*accepted, type(None))) for i, _, accepted, _ in _STEP_CHECKS}
 
 
 def _wrong(value: Any, accepted: tuple[type, ...]) -> bool:
@@ -138,18 +142,22 @@ class ChunkedTables:
             elif value is not None:
                 self._check_extra(column, value, steps)
                 out[column] = value
-        out["n_steps"] = len(steps.rows)
-        last = None
-        for step in steps.rows:
+        rows = steps.rows
+        out["n_steps"] = len(rows)
+        if rows:
+            columns = list(zip(*rows, strict=True))
+            # A column's values are checked by their set of exact types (C loops); only a column
+            # holding another type (a subclass, or a wrong value) is walked value by value.
             for i, name, accepted, what in _STEP_CHECKS:
-                if _wrong(step[i], accepted):
-                    raise steps.error(f"step {step[_SEQ]}: {name} must be {what}, not a {type(step[i]).__name__} "
-                                      f"({str(step[i])[:60]}); the source has another shape here")
-            t = step[3]
-            if t is not None:
-                if last is not None and t < last:
-                    self.time_inversions += 1
-                last = t
+                if not _EXACT[i].issuperset(map(type, columns[i])):
+                    for step in rows:
+                        if _wrong(step[i], accepted):
+                            raise steps.error(f"step {step[_SEQ]}: {name} must be {what}, not a "
+                                              f"{type(step[i]).__name__} ({str(step[i])[:60]}); the source has "
+                                              "another shape here")
+            times = [t for t in columns[_T] if t is not None]
+            if len(times) > 1:
+                self.time_inversions += sum(map(operator.lt, times[1:], times[:-1]))
         self.ids.add(episode_id)
         self._episodes.append(out)
         self._steps.extend(steps.rows)

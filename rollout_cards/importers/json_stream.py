@@ -29,7 +29,16 @@ from typing import Any, BinaryIO
 from ..errors import SourceFormatError
 from ..jsondoc import CONSTANTS_DECODER as _CONSTANTS_DECODER
 from ..jsondoc import DECODER as _DECODER
-from ..jsondoc import may_hold_surrogate, reject_constant, surrogate_pointer
+from ..jsondoc import (
+    MISS,
+    TRUNCATED,
+    fast_container,
+    fast_decode,
+    fast_items,
+    may_hold_surrogate,
+    reject_constant,
+    surrogate_pointer,
+)
 
 __all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "parse_json", "parse_json_items",
            "reject_constant"]
@@ -41,6 +50,11 @@ _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 # A parse error this close to the end of the buffer may just be a value cut by the buffer.
 _TAIL = 16
+# The C decoder is first given a window of about twice the last value (at least this); a
+# value it finds cut by the end of the buffer goes to the strict decoder, which reads on (or
+# fails) exactly as it does alone — msgspec also reports a lone surrogate escape as a cut, and
+# the strict decoder refuses an out-of-range number before the rest of its value is read.
+_MIN_WINDOW = 1 << 16
 
 
 _LONE_SURROGATE = "holds a lone surrogate (a \\uD800-\\uDFFF escape that is not half of a pair), which is not text"
@@ -53,8 +67,11 @@ def _surrogate_problem(text: str, start: int, end: int, value: Any, *, from_utf8
     return None if pointer is None else f"{pointer} {_LONE_SURROGATE}"
 
 
-def _decode(data: bytes | str, decoder: json.JSONDecoder = _DECODER) -> Any:
-    """A whole document, decoded strictly; ValueError says what is wrong and where."""
+def _decode(data: bytes | str, decoder: json.JSONDecoder = _DECODER, *, fast: bool = True) -> Any:
+    """A whole document, decoded strictly; ValueError says what is wrong and where. `fast`: by
+    msgspec where that gives the same (`jsondoc.fast_decode`), else by the strict decoder."""
+    if fast and (value := fast_decode(data)) is not MISS:
+        return value
     try:
         text = data if isinstance(data, str) else data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -73,30 +90,35 @@ def _decode(data: bytes | str, decoder: json.JSONDecoder = _DECODER) -> Any:
     return value
 
 
-def parse_json(data: bytes | str, name: str, record: str | None = None, *, constants: bool = False) -> Any:
+def parse_json(
+    data: bytes | str, name: str, record: str | None = None, *, constants: bool = False, fast: bool = True
+) -> Any:
     """One whole JSON document, decoded strictly; SourceFormatError names `name` and `record`.
-    `constants`: NaN / Infinity literals are read as floats (`jsondoc.CONSTANTS_DECODER`)."""
+    `constants`: NaN / Infinity literals are read as floats (`jsondoc.CONSTANTS_DECODER`);
+    `fast=False`: the strict decoder only (what the fast path is tested against)."""
     try:
-        return _decode(data, _CONSTANTS_DECODER if constants else _DECODER)
+        return _decode(data, _CONSTANTS_DECODER if constants else _DECODER, fast=fast)
     except ValueError as exc:
         raise SourceFormatError(str(exc), file=name, record=record) from None
 
 
 def parse_json_items(
-    data: bytes | str, name: str, record: str | None = None, *, key: str, constants: bool = False
+    data: bytes | str, name: str, record: str | None = None, *, key: str, constants: bool = False, fast: bool = True
 ) -> tuple[Any, list[str] | None]:
     """`parse_json` of a document that is an object, and the source text of each item of its
     top-level array `key` (None when there is no such array): importers keep an item's own
     JSON text instead of re-serialising its value. Decoded once, by the same strict decoder
     (each item and every other member by its C scanner); the whole text is checked for lone
     surrogates as `parse_json` checks it. Anything unexpected falls back to `parse_json`, so
-    a bad document fails with the same message."""
+    a bad document fails with the same message. `fast`: msgspec first (`jsondoc.fast_items`)."""
+    if fast and (got := fast_items(data, key)) is not MISS:
+        return got
     decoder = _CONSTANTS_DECODER if constants else _DECODER
     try:
         text = data if isinstance(data, str) else data.decode("utf-8")
         value, items = _object_items(text, key, decoder)
     except (ValueError, IndexError, StopIteration, RecursionError):
-        return parse_json(data, name, record, constants=constants), None
+        return parse_json(data, name, record, constants=constants, fast=fast), None
     problem = _surrogate_problem(text, 0, len(text), value, from_utf8=not isinstance(data, str))
     if problem is not None:
         raise SourceFormatError(f"is not valid JSON: {problem}", file=name, record=record)
@@ -158,7 +180,8 @@ class JsonStream:
     """A pull parser over a binary file holding one JSON document."""
 
     def __init__(
-        self, fh: BinaryIO, name: str, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS, constants: bool = False
+        self, fh: BinaryIO, name: str, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS, constants: bool = False,
+        fast: bool = True,
     ):
         self._fh = fh
         self.name = name
@@ -170,6 +193,8 @@ class JsonStream:
         self._max = max_value_chars
         self._decoder = _CONSTANTS_DECODER if constants else _DECODER  # constants: NaN, Infinity read
         self.record: str | None = None  # label used in error messages
+        self._fast = fast  # objects and arrays decoded by jsondoc.fast_container where it is exact
+        self._window = _MIN_WINDOW
 
     # -- buffer ---------------------------------------------------------------------
     def _error(self, message: str) -> SourceFormatError:
@@ -228,6 +253,15 @@ class JsonStream:
         self._skip_ws()
         while True:
             start = self._pos
+            if self._fast and start < len(self._buf) and self._buf[start] in "{[":
+                got = self._fast_value(start)
+                if got is not MISS and got is not TRUNCATED:
+                    value, end = got
+                    self._window = max(_MIN_WINDOW, 2 * (end - start))
+                    if end - start > self._max:
+                        self._grow(start, held=end - start)  # raises: over the cap
+                    self._pos = end
+                    return value
             try:
                 value, end = self._decoder.raw_decode(self._buf, start)
             except json.JSONDecodeError as exc:
@@ -257,6 +291,17 @@ class JsonStream:
                 raise self._error(f"is not valid JSON at character {self._base + start}: {problem}")
             self._pos = end
             return value
+
+    def _fast_value(self, start: int) -> Any:
+        """`jsondoc.fast_container` of the value at `start`, in windows growing to the whole buffer."""
+        size = len(self._buf)
+        window = self._window
+        while True:
+            stop = min(size, start + window)
+            got = fast_container(self._buf, start, stop)
+            if got is not TRUNCATED or stop == size:
+                return got
+            window *= 4
 
     def _grow(self, start: int, held: int | None = None) -> None:
         held = len(self._buf) - start if held is None else held

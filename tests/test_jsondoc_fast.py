@@ -1,0 +1,200 @@
+"""The msgspec fast path gives exactly what the strict decoder gives, or the strict decoder's own error.
+
+Differential: adversarial JSON (numbers at and past the int64 / float edges, NaN / Infinity, lone
+and paired surrogate escapes, control characters, non-JSON whitespace, duplicate keys, syntax
+errors, invalid UTF-8, deep nesting) decoded with the fast path and with the strict path alone
+(`fast=False`), whole documents and value by value through `JsonStream` with tiny buffers.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers import json_stream
+from rollout_cards.importers.json_stream import JsonStream, parse_json, parse_json_items
+from rollout_cards.jsondoc import MISS, TRUNCATED, fast_container, fast_decode, fast_items
+from tests.fuzzing import cases, seed
+
+NUMBERS = ["0", "-0", "1", "-1", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+           "-9223372036854775809", "18446744073709551615", "18446744073709551616", "1" * 19, "1" * 25, "9" * 400,
+           "0." + "1" * 25, "1" * 20 + ".5", "1.5e" + "1" * 20, "1e-" + "1" * 20, "1e308", "1.7976931348623157e308",
+           "1.7976931348623159e308", "1e309", "1e-400", "-1e-400", "5e-324", "2.4e-324", "2.5e-324", "1E+2", "-0.0",
+           "0.1", "2.2250738585072011e-308", "123456789012345678.9e5", "NaN", "Infinity", "-Infinity", "1.", ".5",
+           "01", "-", "+1", "1.0e", "0x10", "1e5", "3.141592653589793238462643383279"]
+PIECES = ["a", "é", "😀", "\\ud800", "\\udfff", "\\ud83d\\ude00", "\\ud83d", "\\ude00", "\\\\ud800", "\\u00e9",
+          "\\uDBFF\\uDFFF", "\\u0000", "\\n", "\\/", '\\"', "\\\\", "\x01", "\x7f", "\u2028", "\\x41", "\\u12", "/", "~"]
+SPACE = ["", " ", "\t", "\n", "\r", "\x0b", "\x0c", "\xa0", "\u3000"]
+GARBAGE = [",", ":", "]", "}", "[", "{", "tru", "nul", "true", "null", "false", "'a'", "//", "\ufeff"]
+
+space = st.sampled_from(SPACE)
+strings = st.lists(st.sampled_from(PIECES), max_size=4).map(lambda p: '"' + "".join(p) + '"')
+keys = st.sampled_from(['"a"', '"b"', '"a"', '"\\u0061"', '"\\ud800"', '""', '"events"', '"ev\\u0065nts"'])
+scalars = st.sampled_from(NUMBERS) | strings | st.sampled_from(["true", "false", "null"])
+
+
+def _array(items):
+    return "[" + ",".join(items) + "]"
+
+
+def _object(pairs):
+    return "{" + ",".join(f"{w}{k}{w}:{v}" for w, k, v in pairs) + "}"
+
+
+values = st.recursive(
+    scalars,
+    lambda c: st.lists(c, max_size=4).map(_array)
+    | st.lists(st.tuples(space, keys, c), max_size=4).map(_object),
+    max_leaves=12,
+)
+
+
+@st.composite
+def documents(draw, containers_only=False):
+    text = draw(values.filter(lambda v: v[0] in "[{") if containers_only else values)
+    if draw(st.integers(0, 5)) == 0:  # a syntax error or a stray character somewhere
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(GARBAGE + SPACE)) + text[at:]
+    return draw(space) + text + draw(space)
+
+
+def _outcome(fn):
+    try:
+        return "value", fn()
+    except SourceFormatError as exc:
+        return "error", str(exc)
+
+
+def _same(a, b) -> bool:
+    """Equal values of the same types, floats bit for bit (the sign of zero, NaN), keys in order."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, float):
+            if not (math.isnan(x) and math.isnan(y)) and (x != y or math.copysign(1, x) != math.copysign(1, y)):
+                return False
+        elif isinstance(x, dict):
+            if list(x) != list(y):
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True
+
+
+def _agree(fast, strict):
+    assert fast[0] == strict[0], (fast, strict)
+    assert _same(fast[1], strict[1]) if fast[0] == "value" else fast[1] == strict[1]
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # a raw surrogate becomes invalid UTF-8, as in a hostile file
+
+
+@settings(max_examples=cases(400), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(documents(), st.booleans(), st.booleans(), st.sampled_from([b"", b"\xff", b"\xed\xa0\x80", b"\xef\xbb\xbf"]))
+@hypothesis_seed(seed())
+@pytest.mark.fuzz
+def test_whole_documents_decode_alike_or_fail_alike(text, constants, as_bytes, junk):
+    data: bytes | str = text
+    if as_bytes:
+        data = _utf8(text)
+        if junk:
+            data = data[: len(data) // 2] + junk + data[len(data) // 2 :]
+    fast = _outcome(lambda: parse_json(data, "f.json", "r", constants=constants))
+    strict = _outcome(lambda: parse_json(data, "f.json", "r", constants=constants, fast=False))
+    _agree(fast, strict)
+
+
+@settings(max_examples=cases(400), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(space, keys, values | st.lists(values, max_size=4).map(lambda xs: "[ " + " ,".join(xs) + "\n]")),
+                max_size=5).map(_object), st.booleans(), st.booleans())
+@hypothesis_seed(seed())
+@pytest.mark.fuzz
+def test_a_document_and_the_texts_of_its_items_decode_alike_or_fail_alike(text, constants, as_bytes):
+    data = _utf8(text) if as_bytes else text
+    fast = _outcome(lambda: parse_json_items(data, "f.eval", "m", key="events", constants=constants))
+    strict = _outcome(lambda: parse_json_items(data, "f.eval", "m", key="events", constants=constants, fast=False))
+    assert fast[0] == strict[0], (fast, strict)
+    if fast[0] == "value":
+        assert _same(fast[1][0], strict[1][0]) and fast[1][1] == strict[1][1], (fast, strict)
+    else:
+        assert fast[1] == strict[1]
+
+
+def _read_stream(data: bytes, fast: bool, constants: bool, cap: int = 200):
+    stream = JsonStream(io.BytesIO(data), "s.json", constants=constants, fast=fast, max_value_chars=cap)
+    out = []
+    try:
+        for index, value in stream.document_items(label="items[{}]"):
+            out.append((index, value))
+    except SourceFormatError as exc:
+        return "error", (str(exc), out)
+    return "value", out
+
+
+@settings(max_examples=cases(300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(documents(), min_size=1, max_size=6), st.integers(1, 40), st.integers(1, 64), st.booleans())
+@hypothesis_seed(seed())
+@pytest.mark.fuzz
+def test_streamed_values_decode_alike_or_fail_alike(items, chunk, window, constants):
+    # Tiny chunks and windows: values cut by the buffer, windows that grow, the cap of 200 characters.
+    data = _utf8("[" + ",".join(items) + "]")
+    mp = pytest.MonkeyPatch()
+    with mp.context() as m:
+        m.setattr(json_stream, "_CHUNK", chunk)
+        m.setattr(json_stream, "_MIN_WINDOW", window)
+        fast = _read_stream(data, True, constants)
+        strict = _read_stream(data, False, constants)
+    assert fast[0] == strict[0], (fast, strict)
+    if fast[0] == "error":
+        assert fast[1][0] == strict[1][0]
+        assert _same([v for _, v in fast[1][1]], [v for _, v in strict[1][1]])
+    else:
+        assert _same([v for _, v in fast[1]], [v for _, v in strict[1]])
+
+
+@pytest.mark.parametrize("depth", [50, 900, 990, 995, 999, 1000, 5000])
+def test_deep_nesting_decodes_alike_or_fails_alike(depth):
+    text = "[" * depth + "]" * depth
+    _agree(_outcome(lambda: parse_json(text, "f")), _outcome(lambda: parse_json(text, "f", fast=False)))
+    data = ("[" + text + "]").encode()
+    fast, strict = _read_stream(data, True, False, 1 << 20), _read_stream(data, False, False, 1 << 20)
+    assert fast[0] == strict[0] and (fast[0] == "value" or fast[1][0] == strict[1][0])
+
+
+@pytest.mark.parametrize("text", ["9223372036854775808", "[18446744073709551616]", '{"a": -9223372036854775809}',
+                                  "[" + "9" * 5000 + "]", "[1e999]", "[NaN]", '["\\ud800"]', '{"a": "\\udc00\\ud800"}'])
+def test_what_the_strict_decoder_refuses_is_never_taken_from_msgspec(text):
+    assert fast_decode(text) is MISS
+    if text.startswith(("[", "{")):
+        assert fast_container(text, 0, len(text)) in (MISS, TRUNCATED)
+
+
+def test_a_fraction_of_many_digits_takes_the_fast_path_and_a_19_digit_integer_the_strict_one():
+    text = '[0.0042899999999999995, 999999999999999999, -999999999999999999, "a😀"]'
+    assert fast_decode(text) == [0.0042899999999999995, 10**18 - 1, -(10**18 - 1), "a😀"]
+    value, end = fast_container(text + ", 5", 0, len(text) + 3)
+    assert end == len(text) and value[3] == "a😀"
+    assert fast_decode("[9223372036854775807]") is MISS  # 19 digits: maybe beyond int64, left to the strict one
+    assert parse_json("[9223372036854775807]", "f") == [2**63 - 1]
+
+
+def test_an_inspect_like_sample_takes_the_fast_path_with_its_event_texts():
+    text = '{"id": 1, "events": [{"event": "model", "n": 0.5} , {"event": "tool", "x": "é"}], "scores": {}}'
+    value, texts = fast_items(text, "events")
+    assert texts == ['{"event": "model", "n": 0.5}', '{"event": "tool", "x": "é"}']
+    assert (value, texts) == parse_json_items(text, "f", key="events", fast=False)
