@@ -137,7 +137,7 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
 
     if mode == "inspect-import":
         shutil.rmtree(out, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if mode == "inspect-read":
         n = len(read_eval_log(str(source)).samples or [])
     elif mode == "inspect-accuracy":
@@ -149,7 +149,8 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
         n = import_source("inspect", [source], out).episodes
     else:
         n = len(rc.rescore(rc.open(out)).runs)  # the number of rules replayed
-    return {"episodes": n, "steps": None, "seconds": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
+    return {"episodes": n, "steps": None, "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+            "peak_rss_mb": peak_rss_mb()}
 
 
 def _inspect(samples: int, repeats: int, keep: bool = False) -> int:
@@ -185,6 +186,12 @@ def _inspect(samples: int, repeats: int, keep: bool = False) -> int:
             t = statistics.median(seconds[mode])
             print(row(label, f"{t:.2f}", f"{min(seconds[mode]):.1f}-{max(seconds[mode]):.1f}", f"{samples / t:.0f}",
                       f"{max(r['peak_rss_mb'] for r in runs[mode]):.0f}", widths=(30, 10, 16, 11, 12)))
+        cpu = {m: [r["cpu_seconds"] for r in runs[m]] for m in modes}
+        print(f"CPU s (process time, median of {repeats}): " + ", ".join(
+            f"{m.removeprefix('inspect-')} {statistics.median(cpu[m]):.2f}" for m in modes))
+        cpu_speed = [a / b for a, b in zip(cpu["inspect-read"], cpu["inspect-import"], strict=True)]
+        print(f"{fmt}: in CPU s rcard import is {statistics.median(cpu_speed):.2f}x as fast as read_eval_log "
+              f"(rounds {', '.join(f'{x:.2f}' for x in cpu_speed)})")
         speed = [a / b for a, b in zip(seconds["inspect-read"], seconds["inspect-import"], strict=True)]
         fast = [a / b for a, b in zip(seconds["inspect-accuracy"], seconds["inspect-rescore"], strict=True)]
         s1, s2 = statistics.median(speed), statistics.median(fast)

@@ -22,16 +22,18 @@ state: it is left out and declared (a planned episode, so plan coverage sees it)
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
+from ..jsondoc import MISS, fast_decode
 from ..model.card import Software
 from ..yamldoc import StrictYamlError, load_strict_yaml
 from .base import ImportRequest
-from .json_stream import JsonStream
+from .json_stream import JsonStream, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession
 from .source_dir import children, regular_file
@@ -498,9 +500,8 @@ def _add_messages(steps: StepBuffer, messages: list[Any], state: _State) -> tupl
 
 
 def _valid_json(text_: str) -> bool:
-    import json
-
-    from .json_stream import reject_constant
+    if fast_decode(text_) is not MISS:  # what the strict decoder reads, json.loads reads too
+        return True
     try:
         json.loads(text_, parse_constant=reject_constant)
     except (ValueError, RecursionError):
