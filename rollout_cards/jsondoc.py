@@ -156,7 +156,7 @@ _FAST_ERRORS = (msgspec.DecodeError, RecursionError, UnicodeError)  # Validation
 # a regex for it costs 10x more on digit-rich text).
 _DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _RUN = b"0" * 19
-_TRAILING = "JSON is malformed: trailing characters (byte "
+_TRAILING = re.compile(r"JSON is malformed: trailing characters \(byte ([0-9]{1,18})\)")
 
 
 def _long_integer(data: bytes | memoryview) -> bool:
@@ -193,17 +193,18 @@ def fast_container(text: str, start: int, stop: int) -> Any:
     msgspec cannot tell: a lone surrogate escape also reads as a cut), `MISS` when it must be
     decoded strictly. text is strictly decoded UTF-8 (it holds no surrogate characters)."""
     window = text[start:stop]
-    data = window.encode("utf-8")
     try:
+        data = window.encode("utf-8")
         _FAST_SPAN(data)
         cut = len(data)
     except msgspec.DecodeError as exc:
         message = str(exc)
         if message == "Input data was truncated":
             return TRUNCATED
-        if not message.startswith(_TRAILING):
+        trailing = _TRAILING.fullmatch(message)
+        if trailing is None:
             return MISS
-        cut = int(message[len(_TRAILING):].rstrip(")")) - 1  # the byte of the first character after the value
+        cut = int(trailing.group(1)) - 1  # msgspec names the byte after the first character after the value
     except _FAST_ERRORS:
         return MISS
     value = memoryview(data)[:cut]
