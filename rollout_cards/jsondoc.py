@@ -31,7 +31,10 @@ import math
 import re
 from typing import Any
 
-import msgspec
+try:
+    import msgspec
+except ImportError:  # a core dependency; an environment installed before it was one decodes strictly (slower)
+    msgspec = None
 
 __all__ = [
     "CONSTANTS_DECODER",
@@ -149,9 +152,12 @@ def surrogate_pointer(value: Any) -> str | None:
 MISS: Any = object()
 #: `fast_container`: the value may go on after the end of the text given.
 TRUNCATED: Any = object()
-_FAST = msgspec.json.Decoder().decode
-_FAST_SPAN = msgspec.json.Decoder(msgspec.Raw).decode  # skips a value (validating it), keeps its bytes
-_FAST_ERRORS = (msgspec.DecodeError, RecursionError, UnicodeError)  # ValidationError is a DecodeError
+if msgspec is not None:
+    _FAST = msgspec.json.Decoder().decode
+    _FAST_SPAN = msgspec.json.Decoder(msgspec.Raw).decode  # skips a value (validating it), keeps its bytes
+    _FAST_ERRORS: tuple[type[BaseException], ...] = (msgspec.DecodeError, RecursionError, UnicodeError)
+else:
+    _FAST_ERRORS = ()
 # Digits to "0", every other byte to " ": a run of 19 digits is then found by bytes.find (C speed;
 # a regex for it costs 10x more on digit-rich text).
 _DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
@@ -178,6 +184,8 @@ def _long_integer(data: bytes | memoryview) -> bool:
 def fast_decode(text: str | bytes) -> Any:
     """The value of a whole JSON document as the strict decoder gives it, or `MISS` when msgspec
     refuses it or could differ (then decode it strictly: the error, if any, is the strict one)."""
+    if msgspec is None:
+        return MISS
     try:
         data = text.encode("utf-8") if isinstance(text, str) else text
         if _long_integer(data):
@@ -192,6 +200,8 @@ def fast_container(text: str, start: int, stop: int) -> Any:
     decoded as the strict decoder would; `TRUNCATED` when it does not end before `stop` (or
     msgspec cannot tell: a lone surrogate escape also reads as a cut), `MISS` when it must be
     decoded strictly. text is strictly decoded UTF-8 (it holds no surrogate characters)."""
+    if msgspec is None:
+        return MISS
     window = text[start:stop]
     try:
         data = window.encode("utf-8")
@@ -224,6 +234,8 @@ def fast_items(text: str | bytes, key: str) -> Any:
     """(value, the JSON text of each item of its array member `key`) of a whole document that
     is an object, as `importers.json_stream.parse_json_items` gives them (a repeated key: the
     last one's items), or `MISS` (no such array, msgspec refuses or could differ)."""
+    if msgspec is None:
+        return MISS
     spans = _ITEMS.get(key)
     if spans is None:
         shape = msgspec.defstruct("_Items", [("items", list[msgspec.Raw])], rename={"items": key})

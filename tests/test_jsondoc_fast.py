@@ -198,3 +198,17 @@ def test_an_inspect_like_sample_takes_the_fast_path_with_its_event_texts():
     value, texts = fast_items(text, "events")
     assert texts == ['{"event": "model", "n": 0.5}', '{"event": "tool", "x": "é"}']
     assert (value, texts) == parse_json_items(text, "f", key="events", fast=False)
+
+
+def test_without_msgspec_every_document_is_decoded_strictly():
+    # An environment installed before msgspec was a dependency keeps working (strict decoder only).
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['msgspec'] = None\n"
+            "from rollout_cards.jsondoc import MISS, fast_container, fast_decode, fast_items\n"
+            "from rollout_cards.importers.json_stream import parse_json_items\n"
+            "assert fast_decode('[1]') is MISS and fast_container('[1]', 0, 3) is MISS and fast_items('{}', 'e') is MISS\n"
+            "assert parse_json_items('{\"e\": [ 1 ,{}]}', 'f', key='e') == ({'e': [1, {}]}, ['1', '{}'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
