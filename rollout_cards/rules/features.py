@@ -7,7 +7,7 @@ compares two strings per batch, not millions. One pass serves every feature. Ste
 stored grouped by episode, so within a batch the selected steps of an episode form a
 run: each batch is reduced per run with numpy `reduceat` over the run starts
 (`_segments`), without hashing. While the runs follow the episodes table's order (as a
-writer stores them), each is numbered with its episode's row (`_Positions`). Partials
+writer stores them), each is numbered with its episode's row (`Positions`). Partials
 merge associatively (count and sum add, min/max/any/all combine, first/last keep the
 smallest/largest `seq`): the runs of an episode split across batches by reductions
 again, then the values are placed in episode order by row number, or by one hash lookup
@@ -40,6 +40,8 @@ from ..errors import ExpressionError, RuleError
 from ..model.rule import Feature, FeatureAgg
 from . import _encoded as enc
 from . import _segments as seg
+from ._feature_merge import LISTS, MAX_LIST_ITEMS, ORDERED, compact, final_values, with_ids
+from ._feature_partials import Positions, Selection, selected_partial
 from .expressions import Expression, parse_expression
 
 __all__ = [
@@ -53,17 +55,11 @@ __all__ = [
     "step_columns",
 ]
 
-#: Items a list or set feature may hold for one episode; more is a rule error.
-MAX_LIST_ITEMS = 100_000
-
 #: Partial rows kept before they are merged into one table (bounds memory per feature).
 _COMPACT_ROWS = 1_000_000
 
 #: Prefix under which an episode column shadowed by a step column is visible.
 EPISODE_PREFIX = "episode."
-
-_ORDERED = (FeatureAgg.FIRST, FeatureAgg.LAST, FeatureAgg.LIST)
-_LISTS = (FeatureAgg.LIST, FeatureAgg.SET)
 
 
 @dataclass(frozen=True)
@@ -91,7 +87,7 @@ class CompiledFeature:
             self.value.names if self.value else ()
         )
         names -= set(self.episode_columns)
-        if self.agg in _ORDERED:
+        if self.agg in ORDERED:
             names.add("seq")
         return names
 
@@ -124,7 +120,7 @@ def _result_type(agg: FeatureAgg, value_type: pa.DataType | None) -> pa.DataType
     assert value_type is not None
     if agg is FeatureAgg.SUM:
         return pa.float64() if pa.types.is_floating(value_type) else pa.int64()
-    if agg in _LISTS:
+    if agg in LISTS:
         return pa.list_(value_type)
     return value_type
 
@@ -206,487 +202,6 @@ def _check_value_type(
 # ---------------------------------------------------------------------- partials
 
 
-def _longest(ids: pa.Array, starts: np.ndarray, lengths: np.ndarray, names: pa.Array | None) -> object:
-    """The episode of the longest run (its id; `ids` may hold episode rows into `names`)."""
-    episode = ids[int(starts[int(np.argmax(lengths))])].as_py()
-    return names[episode].as_py() if names is not None and isinstance(episode, int) else episode
-
-
-def _too_many(feature: CompiledFeature, episode: object) -> RuleError:
-    who = f"rule {feature.rule!r}, " if feature.rule else ""
-    return RuleError(
-        f"{who}feature {feature.name!r}: episode {episode!r} has more than {MAX_LIST_ITEMS:,} "
-        f"items in its {feature.agg.value} (the cap of a list or set feature); narrow `where`, "
-        "or use count / any instead of a list",
-        file=feature.file,
-        key=f"features.{feature.name}",
-    )
-
-
-def _value_column(feature: CompiledFeature, batch: pa.RecordBatch) -> pa.Array:
-    if feature.value is None:
-        return pa.repeat(pa.scalar(True), batch.num_rows)  # any: "a selected step exists"
-    values = enc.decoded(enc.evaluate(feature.value, batch))
-    if feature.agg in (FeatureAgg.SUM, FeatureAgg.MEAN) and pa.types.is_boolean(values.type):
-        values = values.cast(pa.int64())
-    return values
-
-
-def _numpy(values: pa.Array, fill: object) -> np.ndarray:
-    return pc.fill_null(values, pa.scalar(fill, values.type)).to_numpy(zero_copy_only=False)
-
-
-def _valid_counts(values: pa.Array, starts: np.ndarray) -> np.ndarray:
-    valid = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return np.add.reduceat(valid, starts)
-
-
-def _segment_partial(
-    feature: CompiledFeature, ids: pa.Array, values: pa.Array | None, starts: np.ndarray, n: int
-) -> pa.Table | None:
-    """Per-run partial state, or None when the value type needs the group-by path."""
-    agg = feature.agg
-    run_ids = enc.decoded(ids.take(pa.array(starts)))
-    if agg is FeatureAgg.COUNT:
-        return pa.table({"episode_id": run_ids, "n": np.diff(np.append(starts, n))})
-    assert values is not None
-    t = values.type
-    if agg in (FeatureAgg.ANY, FeatureAgg.ALL):
-        # skip nulls, as Arrow's any/all do: any = some true, all = no false
-        wanted = agg is FeatureAgg.ANY
-        hits = np.asarray(_numpy(values, not wanted), dtype=bool) == wanted
-        found = np.add.reduceat(hits.astype(np.int64), starts) > 0
-        return pa.table({"episode_id": run_ids, "v": found if wanted else ~found})
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
-        return None
-    if agg is FeatureAgg.SUM or agg is FeatureAgg.MEAN:
-        data = _numpy(values, 0)
-        sums = np.add.reduceat(data, starts)
-        if pa.types.is_integer(t):
-            # numpy wraps int64 sums silently; a float sum of the same values shows it
-            approx = np.add.reduceat(data.astype(np.float64), starts)
-            if np.any(np.abs(approx) > 2.0**62):
-                raise RuleError(
-                    f"integer overflow in the sum of feature {feature.name!r}",
-                    file=feature.file,
-                    key=f"features.{feature.name}.value",
-                )
-        if agg is FeatureAgg.SUM:
-            return pa.table({"episode_id": run_ids, "v": pa.array(sums, feature.type)})
-        counts = _valid_counts(values, starts)
-        return pa.table({"episode_id": run_ids, "s": sums, "c": counts})
-    if agg in (FeatureAgg.MIN, FeatureAgg.MAX):
-        is_min = agg is FeatureAgg.MIN
-        if pa.types.is_floating(t):
-            fill = np.inf if is_min else -np.inf
-        else:
-            info = np.iinfo(np.int64)
-            fill = info.max if is_min else info.min
-        data = _numpy(values, fill)
-        if pa.types.is_floating(t) and np.isnan(data).any():
-            return None  # NaN ordering: leave it to Arrow's kernels
-        reduced = (np.minimum if is_min else np.maximum).reduceat(data, starts)
-        counts = _valid_counts(values, starts)
-        return pa.table(
-            {"episode_id": run_ids, "v": pa.array(reduced, t, mask=counts == 0)}
-        )
-    return None
-
-
-class _Selection:
-    """The rows of a batch one `where` selects: a mask, and the filtered batch on demand
-    (count, first and last read the mask and the run starts of the whole batch instead)."""
-
-    def __init__(self, batch: pa.RecordBatch, mask: np.ndarray | None):
-        self.batch, self.mask = batch, mask
-        self._filtered: pa.RecordBatch | None = None
-        self._starts: np.ndarray | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.mask is not None and not self.mask.any()
-
-    def filtered(self) -> pa.RecordBatch:
-        if self._filtered is None:
-            self._filtered = self.batch if self.mask is None else self.batch.filter(pa.array(self.mask))
-        return self._filtered
-
-    def starts(self) -> np.ndarray:
-        if self._starts is None:
-            self._starts = seg.run_starts(self.batch.column("episode_id"))
-        return self._starts
-
-
-def _selected_partial(
-    feature: CompiledFeature, selection: _Selection, names: pa.Array | None = None
-) -> pa.Table:
-    """`_partial` of the selected rows; count and first / last (when seq ascends within
-    the runs) straight from the mask, without filtering the batch."""
-    agg, batch, mask = feature.agg, selection.batch, selection.mask
-    if mask is None or agg not in (FeatureAgg.COUNT, FeatureAgg.FIRST, FeatureAgg.LAST):
-        return _partial(feature, selection.filtered(), names)
-    ids, n, starts = batch.column("episode_id"), batch.num_rows, selection.starts()
-    if agg is FeatureAgg.COUNT:
-        counts = np.add.reduceat(mask.astype(np.int64), starts)
-        keep = counts > 0
-        run_ids = enc.decoded(ids.take(pa.array(starts[keep])))
-        return pa.table({"episode_id": run_ids, "n": counts[keep]})
-    seq = batch.column("seq").to_numpy(zero_copy_only=False)
-    inner = np.ones(n, dtype=bool)
-    inner[starts] = False
-    if not np.all(np.diff(seq)[inner[1:]] > 0):
-        return _partial(feature, selection.filtered(), names)
-    rows = np.flatnonzero(mask)
-    run_of = np.searchsorted(starts, rows, side="right") - 1
-    change = np.flatnonzero(run_of[1:] != run_of[:-1]) + 1
-    if agg is FeatureAgg.FIRST:
-        at = rows[np.concatenate([[0], change])]
-    else:
-        at = rows[np.concatenate([change - 1, [rows.size - 1]])]
-    picked = batch.take(pa.array(at))
-    return pa.table(
-        {
-            "episode_id": enc.decoded(picked.column("episode_id")),
-            "seq": picked.column("seq"),
-            "v": _value_column(feature, picked),
-        }
-    )
-
-
-def _partial(
-    feature: CompiledFeature, batch: pa.RecordBatch, names: pa.Array | None = None
-) -> pa.Table:
-    """One batch of selected steps reduced to partial state per run of episode_id (the
-    ids, or episode rows into `names`)."""
-    agg = feature.agg
-    ids = batch.column("episode_id")
-    n = batch.num_rows
-    starts = seg.run_starts(ids)
-    if agg is FeatureAgg.COUNT:
-        return _segment_partial(feature, ids, None, starts, n)  # type: ignore[return-value]
-    if agg in (FeatureAgg.FIRST, FeatureAgg.LAST):
-        seq = batch.column("seq").to_numpy(zero_copy_only=False)
-        inner = np.ones(n, dtype=bool)
-        inner[starts] = False
-        if n and np.all(np.diff(seq)[inner[1:]] > 0):
-            # seq ascends within each run: first / last are at the run's ends, and the value
-            # (a function of its row) is computed for those rows only
-            at = pa.array(starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1)
-            picked = batch.take(at)
-            return pa.table(
-                {
-                    "episode_id": enc.decoded(picked.column("episode_id")),
-                    "seq": picked.column("seq"),
-                    "v": _value_column(feature, picked),
-                }
-            )
-    values = _value_column(feature, batch)
-    partial = _segment_partial(feature, ids, values, starts, n)
-    if partial is not None:
-        return partial
-    ids = enc.decoded(ids)
-    if agg in _LISTS:
-        lengths = np.diff(np.append(starts, n))
-        if lengths.max(initial=0) > MAX_LIST_ITEMS:
-            raise _too_many(feature, _longest(ids, starts, lengths, names))
-        rows = pa.table({"episode_id": ids, "seq": batch.column("seq"), "v": values})
-        if agg is FeatureAgg.SET:
-            rows = rows.filter(pc.is_valid(values)).group_by(["episode_id", "v"]).aggregate(
-                [("seq", "min")]
-            )
-            rows = _named(rows, episode_id="episode_id", seq="seq_min", v="v")
-        return rows
-    if agg in _ORDERED:
-        rows = pa.table({"episode_id": ids, "seq": batch.column("seq"), "v": values})
-        return _merge(feature, [rows])
-    return _merge_plain(agg, pa.table({"episode_id": ids, "v": values}), first=True)
-
-
-def _merge_plain(agg: FeatureAgg, table: pa.Table, *, first: bool) -> pa.Table:
-    """Group partial (or raw, when `first`) rows by episode_id with the merge operation."""
-    grouped = table.group_by("episode_id")
-    if agg is FeatureAgg.MEAN:
-        if first:
-            out = grouped.aggregate([("v", "sum"), ("v", "count")])
-            return _named(out, episode_id="episode_id", s="v_sum", c="v_count")
-        out = grouped.aggregate([("s", "sum"), ("c", "sum")])
-        return _named(out, episode_id="episode_id", s="s_sum", c="c_sum")
-    function = {
-        FeatureAgg.SUM: "sum",
-        FeatureAgg.MIN: "min",
-        FeatureAgg.MAX: "max",
-        FeatureAgg.ANY: "any",
-        FeatureAgg.ALL: "all",
-    }[agg]
-    out = grouped.aggregate([("v", function)])
-    return _named(out, episode_id="episode_id", v=f"v_{function}")
-
-
-def _named(table: pa.Table, **columns: str) -> pa.Table:
-    """A table of `table`'s columns picked by their generated names and renamed."""
-    return pa.table({new: table.column(old) for new, old in columns.items()})
-
-
-def _compact(feature: CompiledFeature, parts: list[pa.Table]) -> pa.Table:
-    """Partials merged into one table to bound memory: adjacent runs first (no hashing),
-    the group-by when that leaves more than half of them (steps not grouped)."""
-    table = pa.concat_tables(parts, promote_options="permissive")
-    merged = _merge_adjacent(feature, table)
-    if merged is not None and (_ascending_rows(merged) or 2 * merged.num_rows <= table.num_rows + 1):
-        return merged
-    return _merge(feature, [table if merged is None else merged])
-
-
-def _ascending_rows(table: pa.Table) -> bool:
-    """Whether the ids are episode rows (`_Positions`) in ascending order: one partial per
-    episode, which no group-by would merge further."""
-    ids = table.column("episode_id")
-    if not pa.types.is_integer(ids.type):
-        return False
-    rows = seg.as_array(ids).to_numpy(zero_copy_only=False)
-    return bool(np.all(np.diff(rows) > 0))
-
-
-def _merge(feature: CompiledFeature, parts: list[pa.Table]) -> pa.Table:
-    """Merge partial tables into one (associative: the order of parts does not matter)."""
-    table = pa.concat_tables(parts, promote_options="permissive")
-    agg = feature.agg
-    if agg is FeatureAgg.COUNT:
-        out = table.group_by("episode_id").aggregate([("n", "sum")])
-        return _named(out, episode_id="episode_id", n="n_sum")
-    if agg in _LISTS:
-        return table  # lists keep every selected item; they are ordered at the end
-    if agg in _ORDERED:
-        table = table.sort_by([("episode_id", "ascending"), ("seq", "ascending")])
-        which = "first" if agg is FeatureAgg.FIRST else "last"
-        out = table.group_by("episode_id", use_threads=False).aggregate(
-            [("seq", which), ("v", which, pc.ScalarAggregateOptions(skip_nulls=False))]
-        )
-        return _named(out, episode_id="episode_id", seq=f"seq_{which}", v=f"v_{which}")
-    return _merge_plain(agg, table, first=False)
-
-
-def _merge_adjacent(feature: CompiledFeature, table: pa.Table) -> pa.Table | None:
-    """Partials of an episode that follow each other (an episode split across batches)
-    merged by reductions over the runs of equal ids, without hashing. An id that comes
-    back after another one is not merged (`_align` finds it); None for the states that
-    need the group-by (lists, min/max of non-numbers, first/last whose seq does not
-    ascend within the runs)."""
-    agg = feature.agg
-    if agg in _LISTS:
-        return None
-    ids = seg.as_array(table.column("episode_id"))
-    n = len(ids)
-    starts = seg.run_starts(ids)
-    if len(starts) == n:
-        return table
-    at = pa.array(starts)
-    out: dict[str, pa.Array] = {"episode_id": ids.take(at)}
-
-    def column(name: str) -> pa.Array:
-        return seg.as_array(table.column(name))
-
-    def add(name: str) -> np.ndarray:
-        return np.add.reduceat(_numpy(column(name), 0), starts)
-
-    if agg is FeatureAgg.COUNT:
-        out["n"] = pa.array(add("n"), pa.int64())
-    elif agg is FeatureAgg.MEAN:
-        out["s"], out["c"] = pa.array(add("s")), pa.array(add("c"), pa.int64())
-    elif agg is FeatureAgg.SUM:
-        v = column("v")
-        if pa.types.is_integer(v.type):
-            approx = np.add.reduceat(_numpy(v, 0).astype(np.float64), starts)
-            if np.any(np.abs(approx) > 2.0**62):
-                return None  # the group-by's checked sum reports the overflow
-        out["v"] = pa.array(add("v"), v.type)
-    elif agg in (FeatureAgg.ANY, FeatureAgg.ALL):
-        wanted = agg is FeatureAgg.ANY  # a null partial (no value) is the identity
-        hits = np.asarray(_numpy(column("v"), not wanted), dtype=bool) == wanted
-        found = np.add.reduceat(hits.astype(np.int64), starts) > 0
-        out["v"] = pa.array(found if wanted else ~found)
-    elif agg in (FeatureAgg.MIN, FeatureAgg.MAX):
-        v = column("v")
-        if not (pa.types.is_integer(v.type) or pa.types.is_floating(v.type)):
-            return None
-        is_min = agg is FeatureAgg.MIN
-        if pa.types.is_floating(v.type):
-            fill = np.inf if is_min else -np.inf
-        else:
-            info = np.iinfo(np.int64)
-            fill = info.max if is_min else info.min
-        data = _numpy(v, fill)
-        if pa.types.is_floating(v.type) and np.isnan(data).any():
-            return None
-        reduced = (np.minimum if is_min else np.maximum).reduceat(data, starts)
-        out["v"] = pa.array(reduced, v.type, mask=_valid_counts(v, starts) == 0)
-    else:  # first / last: the run's ends when seq ascends within it
-        seq = column("seq").to_numpy(zero_copy_only=False)
-        inner = np.ones(n, dtype=bool)
-        inner[starts] = False
-        if not np.all(np.diff(seq)[inner[1:]] > 0):
-            return None
-        ends = pa.array(starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1)
-        out["episode_id"] = ids.take(ends)
-        out["seq"], out["v"] = column("seq").take(ends), column("v").take(ends)
-    return pa.table(out)
-
-
-def _align(finished: pa.Table, episode_ids: pa.ChunkedArray | None) -> pa.Table | None:
-    """The finished values with one row per episode, in the order of `episode_ids` (null
-    where an episode has none), if every id of `finished` is one episode's; None when an
-    id repeats (steps not grouped by episode) or is no episode's. Ids may be episode rows
-    (int64, see `_Positions`): then they must ascend. Without episodes: the table itself
-    when its ids are distinct."""
-    ids = seg.as_array(finished.column("episode_id"))
-    name = finished.column_names[1]
-    if episode_ids is None:
-        return finished if pc.count_distinct(ids).as_py() == len(ids) else None
-    if pa.types.is_integer(ids.type):
-        rows = ids.to_numpy(zero_copy_only=False)
-        if len(rows) > 1 and not np.all(np.diff(rows) > 0):
-            return None
-        index = np.zeros(len(episode_ids), dtype=np.int64)
-        index[rows] = np.arange(len(rows))
-        has = np.zeros(len(episode_ids), dtype=bool)
-        has[rows] = True
-        positions = pa.array(index, mask=~has)
-    else:
-        positions = pc.index_in(episode_ids, value_set=ids)
-        found = positions.drop_null().to_numpy(zero_copy_only=False)
-        if len(ids) and not np.all(np.bincount(found, minlength=len(ids)) == 1):
-            return None
-    return pa.table({"episode_id": episode_ids, name: finished.column(name).take(positions)})
-
-
-def _final(
-    feature: CompiledFeature, parts: list[pa.Table], episode_ids: pa.ChunkedArray | None
-) -> pa.Table:
-    """The per-episode values of a feature from all its partials: without hashing when the
-    steps were grouped by episode, else by the group-by merge."""
-    table = pa.concat_tables(parts, promote_options="permissive")
-    names = seg.as_array(episode_ids) if episode_ids is not None else None
-    if feature.agg in _LISTS:
-        fast = _finish(feature, table, grouped=True, names=names)
-    else:
-        merged = _merge_adjacent(feature, table)
-        fast = None if merged is None else _finish(feature, merged)
-    if fast is not None:
-        aligned = _align(fast, episode_ids)
-        if aligned is not None:
-            return aligned
-    table = _with_ids(table, names)
-    return _finish(feature, _merge(feature, [table]))  # type: ignore[return-value]
-
-
-def _with_ids(table: pa.Table, names: pa.Array | None) -> pa.Table:
-    """`table` with episode rows (int64, `_Positions`) turned back into episode ids."""
-    column = table.column("episode_id")
-    if names is None or not pa.types.is_integer(column.type):
-        return table
-    at = table.schema.get_field_index("episode_id")
-    return table.set_column(at, "episode_id", names.take(seg.as_array(column)))
-
-
-class _Positions:
-    """Episode rows for step batches whose episodes come in the episodes table's order.
-
-    A writer stores steps grouped by episode and, as a rule, in the order of the
-    episodes, so each run of equal episode_id in the scan is the next episode (or the
-    previous one continued across a batch boundary). While that holds, `rows(batch)`
-    replaces the batch's episode_id with the episode's row number: partials then merge
-    and align on integers, with no hash of the ids. The first batch that does not
-    follow the order (a step-less episode, another order, ungrouped steps) ends it:
-    `rows` returns None and the caller turns the rows it holds back into ids.
-    """
-
-    def __init__(self, episode_ids: pa.ChunkedArray):
-        self.ids = seg.as_array(episode_ids)
-        self.next = 0
-
-    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
-        ids = batch.column("episode_id")
-        n = batch.num_rows
-        starts = seg.run_starts(ids)
-        run_ids = enc.decoded(ids.take(pa.array(starts)))
-        if len(starts) > 1:  # a dictionary that repeats a value splits a run: join it again
-            same = pc.equal(run_ids.slice(1), run_ids.slice(0, len(starts) - 1))
-            keep = np.concatenate([[True], ~np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)])
-            if not keep.all():
-                starts, run_ids = starts[keep], run_ids.filter(pa.array(keep))
-        first, m = self.next, len(starts)
-        if first and run_ids[0].as_py() == self.ids[first - 1].as_py():
-            first -= 1
-        if first + m > len(self.ids) or not pc.all(pc.equal(run_ids, self.ids.slice(first, m))).as_py():
-            return None
-        self.next = first + m
-        lengths = np.diff(np.append(starts, n))
-        rows = np.repeat(np.arange(first, first + m, dtype=np.int64), lengths)
-        at = batch.schema.get_field_index("episode_id")
-        return batch.set_column(at, "episode_id", pa.array(rows))
-
-
-def _list_rows(
-    feature: CompiledFeature, table: pa.Table, *, grouped: bool = False, names: pa.Array | None = None
-) -> tuple[pa.Array, pa.Array] | None:
-    """(episode ids, lists in seq order) from the kept (episode_id, seq, v) rows.
-
-    With `grouped`, None unless seq ascends within every run of equal ids (whether an id
-    comes back in a later run is then for the caller to check, see `_align`)."""
-    ids = table.column("episode_id").combine_chunks()
-    seq = table.column("seq").combine_chunks()
-    values = table.column("v").combine_chunks()
-    n = len(ids)
-    starts = seg.run_starts(ids)
-    seq_np = seq.to_numpy(zero_copy_only=False)
-    inner = np.ones(n, dtype=bool)
-    inner[starts] = False
-    ascending = n == 0 or bool(np.all(np.diff(seq_np)[inner[1:]] > 0))
-    if grouped and not ascending:
-        return None
-    if grouped:
-        pass
-    elif not ascending or pc.count_distinct(ids.take(pa.array(starts))).as_py() != len(starts):
-        order = pc.sort_indices(
-            pa.table({"e": ids, "s": seq}), sort_keys=[("e", "ascending"), ("s", "ascending")]
-        )
-        ids, values = ids.take(order), values.take(order)
-        starts = seg.run_starts(ids)
-    lengths = np.diff(np.append(starts, n))
-    if lengths.max(initial=0) > MAX_LIST_ITEMS:
-        raise _too_many(feature, _longest(ids, starts, lengths, names))
-    return ids.take(pa.array(starts)), seg.lists_from_runs(values, starts, n)
-
-
-def _finish(
-    feature: CompiledFeature, table: pa.Table, *, grouped: bool = False, names: pa.Array | None = None
-) -> pa.Table | None:
-    """Final per-episode values from merged partial state: (episode_id, <name>); with
-    `grouped` (rows of an episode adjacent, see `_list_rows`) None if they are not."""
-    agg, name = feature.agg, feature.name
-    ids = table.column("episode_id")
-    if agg is FeatureAgg.COUNT:
-        column = table.column("n")
-    elif agg is FeatureAgg.MEAN:
-        s, c = table.column("s").cast(pa.float64()), table.column("c")
-        column = pc.if_else(pc.equal(c, 0), pa.scalar(None, pa.float64()), pc.divide(s, c))
-    elif agg in _LISTS:
-        found = _list_rows(feature, table, grouped=grouped, names=names)
-        if found is None:
-            return None
-        ids, column = found
-        if agg is FeatureAgg.SET:
-            column = seg.sort_lists(column, distinct=True)
-    else:
-        column = table.column("v")
-    if agg is FeatureAgg.SUM:
-        column = pc.coalesce(column, pa.scalar(0, column.type))
-    return pa.table({"episode_id": ids, name: column.cast(feature.type)})
-
-
-# ------------------------------------------------------------------------ scanning
-
-
 class _EpisodeColumns:
     """Adds the episode columns features read to step batches, by episode_id."""
 
@@ -725,7 +240,7 @@ class FeatureStream:
     `partials(batch)` is the kernel (mask, per-run partial state); `add` keeps them and
     compacts; `result` merges and aligns. An engine that runs `partials` elsewhere
     (rollout_cards.scale) makes a stream with `numbered=False` on each side (episode ids,
-    not the episode rows of `_Positions`) and adds the partials in the table's order, so
+    not the episode rows of `Positions`) and adds the partials in the table's order, so
     that float sums are added in the order the local engine adds them.
     """
 
@@ -743,7 +258,7 @@ class FeatureStream:
         self.parts: list[list[pa.Table]] = [[] for _ in self.features]
         self.rows = [0] * len(self.features)
         self.limits = [_COMPACT_ROWS] * len(self.features)
-        self.positions = _Positions(episodes.column("episode_id")) if episodes is not None and numbered else None
+        self.positions = Positions(episodes.column("episode_id")) if episodes is not None and numbered else None
         self.names = self.positions.ids if self.positions is not None else None
         self.episode_ids = episodes.column("episode_id") if episodes is not None else None
 
@@ -757,22 +272,22 @@ class FeatureStream:
             numbered = self.positions.rows(batch)
             if numbered is None:  # not in the episodes' order: back to ids
                 self.positions = None
-                self.parts = [[_with_ids(part, self.names) for part in parts] for parts in self.parts]
+                self.parts = [[with_ids(part, self.names) for part in parts] for parts in self.parts]
             else:
                 batch = numbered
         out: list[pa.Table | None] = []
-        selections: dict[Expression | None, _Selection] = {}
+        selections: dict[Expression | None, Selection] = {}
         for feature in self.features:
             selection = selections.get(feature.where)
             if selection is None:
                 mask = None if feature.where is None else enc.evaluate_mask(feature.where, batch)
-                selection = _Selection(batch, None if mask is not None and mask.all() else mask)
+                selection = Selection(batch, None if mask is not None and mask.all() else mask)
                 selections[feature.where] = selection
             if selection.empty:
                 out.append(None)
                 continue
             try:
-                out.append(_selected_partial(feature, selection, self.names))
+                out.append(selected_partial(feature, selection, self.names))
             except ExpressionError:
                 raise
             except pa.ArrowException as exc:
@@ -790,8 +305,8 @@ class FeatureStream:
                 continue
             self.parts[i].append(part)
             self.rows[i] += part.num_rows
-            if self.rows[i] > self.limits[i] and feature.agg not in _LISTS:
-                self.parts[i] = [_compact(feature, self.parts[i])]
+            if self.rows[i] > self.limits[i] and feature.agg not in LISTS:
+                self.parts[i] = [compact(feature, self.parts[i])]
                 self.rows[i] = self.parts[i][0].num_rows
                 # Grouped steps leave one partial per episode, which no merge reduces:
                 # compact again only once that many more partials came.
@@ -802,7 +317,7 @@ class FeatureStream:
         out: dict[str, pa.Table] = {}
         for feature, feature_parts in zip(self.features, self.parts, strict=True):
             if feature_parts:
-                out[feature.name] = _final(feature, feature_parts, self.episode_ids)
+                out[feature.name] = final_values(feature, feature_parts, self.episode_ids)
             else:
                 out[feature.name] = pa.table(
                     {"episode_id": pa.array([], pa.string()), feature.name: pa.array([], feature.type)}
@@ -853,7 +368,7 @@ def _default(feature: CompiledFeature) -> pa.Scalar:
         return pa.scalar(False)
     if agg is FeatureAgg.ALL:
         return pa.scalar(True)
-    if agg in _LISTS:
+    if agg in LISTS:
         return pa.scalar([], feature.type)
     return pa.scalar(None, feature.type)
 

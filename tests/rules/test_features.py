@@ -155,9 +155,9 @@ def test_episode_columns_are_visible_in_step_features(synthetic):
 
 
 def test_a_list_feature_over_a_huge_episode_is_capped(monkeypatch):
-    from rollout_cards.rules import features as features_module
+    from rollout_cards.rules import _feature_merge
 
-    monkeypatch.setattr(features_module, "MAX_LIST_ITEMS", 5)
+    monkeypatch.setattr(_feature_merge, "MAX_LIST_ITEMS", 5)  # the one cap both the kernel and the merge read
     steps = pa.table({"episode_id": ["e1"] * 3 + ["e2"] * 7, "seq": list(range(3)) + list(range(7)), "name": ["x"] * 10})
     compiled = compile_features(
         {"calls": Feature.model_validate({"value": "name", "agg": "list"})}, steps.schema, file="alt.yaml", rule="my.rule"

@@ -1,0 +1,240 @@
+"""The kernel of step features: per record batch, each feature's partial state per run
+of an episode's selected steps (`selected_partial`), and the episode rows that replace
+the ids while the runs follow the episodes table's order (`Positions`). See `features`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import RuleError
+from ..model.rule import FeatureAgg
+from . import _encoded as enc
+from . import _feature_merge as merging
+from . import _segments as seg
+from ._feature_merge import (
+    LISTS,
+    ORDERED,
+    longest_episode,
+    merge,
+    merge_plain,
+    numpy_values,
+    renamed,
+    too_many,
+    valid_counts,
+)
+
+if TYPE_CHECKING:
+    from .features import CompiledFeature
+
+
+def _value_column(feature: CompiledFeature, batch: pa.RecordBatch) -> pa.Array:
+    if feature.value is None:
+        return pa.repeat(pa.scalar(True), batch.num_rows)  # any: "a selected step exists"
+    values = enc.decoded(enc.evaluate(feature.value, batch))
+    if feature.agg in (FeatureAgg.SUM, FeatureAgg.MEAN) and pa.types.is_boolean(values.type):
+        values = values.cast(pa.int64())
+    return values
+
+
+def _segment_partial(
+    feature: CompiledFeature, ids: pa.Array, values: pa.Array | None, starts: np.ndarray, n: int
+) -> pa.Table | None:
+    """Per-run partial state, or None when the value type needs the group-by path."""
+    agg = feature.agg
+    run_ids = enc.decoded(ids.take(pa.array(starts)))
+    if agg is FeatureAgg.COUNT:
+        return pa.table({"episode_id": run_ids, "n": np.diff(np.append(starts, n))})
+    assert values is not None
+    t = values.type
+    if agg in (FeatureAgg.ANY, FeatureAgg.ALL):
+        # skip nulls, as Arrow's any/all do: any = some true, all = no false
+        wanted = agg is FeatureAgg.ANY
+        hits = np.asarray(numpy_values(values, not wanted), dtype=bool) == wanted
+        found = np.add.reduceat(hits.astype(np.int64), starts) > 0
+        return pa.table({"episode_id": run_ids, "v": found if wanted else ~found})
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return None
+    if agg is FeatureAgg.SUM or agg is FeatureAgg.MEAN:
+        data = numpy_values(values, 0)
+        sums = np.add.reduceat(data, starts)
+        if pa.types.is_integer(t):
+            # numpy wraps int64 sums silently; a float sum of the same values shows it
+            approx = np.add.reduceat(data.astype(np.float64), starts)
+            if np.any(np.abs(approx) > 2.0**62):
+                raise RuleError(
+                    f"integer overflow in the sum of feature {feature.name!r}",
+                    file=feature.file,
+                    key=f"features.{feature.name}.value",
+                )
+        if agg is FeatureAgg.SUM:
+            return pa.table({"episode_id": run_ids, "v": pa.array(sums, feature.type)})
+        counts = valid_counts(values, starts)
+        return pa.table({"episode_id": run_ids, "s": sums, "c": counts})
+    if agg in (FeatureAgg.MIN, FeatureAgg.MAX):
+        is_min = agg is FeatureAgg.MIN
+        if pa.types.is_floating(t):
+            fill = np.inf if is_min else -np.inf
+        else:
+            info = np.iinfo(np.int64)
+            fill = info.max if is_min else info.min
+        data = numpy_values(values, fill)
+        if pa.types.is_floating(t) and np.isnan(data).any():
+            return None  # NaN ordering: leave it to Arrow's kernels
+        reduced = (np.minimum if is_min else np.maximum).reduceat(data, starts)
+        counts = valid_counts(values, starts)
+        return pa.table(
+            {"episode_id": run_ids, "v": pa.array(reduced, t, mask=counts == 0)}
+        )
+    return None
+
+
+class Selection:
+    """The rows of a batch one `where` selects: a mask, and the filtered batch on demand
+    (count, first and last read the mask and the run starts of the whole batch instead)."""
+
+    def __init__(self, batch: pa.RecordBatch, mask: np.ndarray | None):
+        self.batch, self.mask = batch, mask
+        self._filtered: pa.RecordBatch | None = None
+        self._starts: np.ndarray | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.mask is not None and not self.mask.any()
+
+    def filtered(self) -> pa.RecordBatch:
+        if self._filtered is None:
+            self._filtered = self.batch if self.mask is None else self.batch.filter(pa.array(self.mask))
+        return self._filtered
+
+    def starts(self) -> np.ndarray:
+        if self._starts is None:
+            self._starts = seg.run_starts(self.batch.column("episode_id"))
+        return self._starts
+
+
+def selected_partial(
+    feature: CompiledFeature, selection: Selection, names: pa.Array | None = None
+) -> pa.Table:
+    """`_partial` of the selected rows; count and first / last (when seq ascends within
+    the runs) straight from the mask, without filtering the batch."""
+    agg, batch, mask = feature.agg, selection.batch, selection.mask
+    if mask is None or agg not in (FeatureAgg.COUNT, FeatureAgg.FIRST, FeatureAgg.LAST):
+        return _partial(feature, selection.filtered(), names)
+    ids, n, starts = batch.column("episode_id"), batch.num_rows, selection.starts()
+    if agg is FeatureAgg.COUNT:
+        counts = np.add.reduceat(mask.astype(np.int64), starts)
+        keep = counts > 0
+        run_ids = enc.decoded(ids.take(pa.array(starts[keep])))
+        return pa.table({"episode_id": run_ids, "n": counts[keep]})
+    seq = batch.column("seq").to_numpy(zero_copy_only=False)
+    inner = np.ones(n, dtype=bool)
+    inner[starts] = False
+    if not np.all(np.diff(seq)[inner[1:]] > 0):
+        return _partial(feature, selection.filtered(), names)
+    rows = np.flatnonzero(mask)
+    run_of = np.searchsorted(starts, rows, side="right") - 1
+    change = np.flatnonzero(run_of[1:] != run_of[:-1]) + 1
+    if agg is FeatureAgg.FIRST:
+        at = rows[np.concatenate([[0], change])]
+    else:
+        at = rows[np.concatenate([change - 1, [rows.size - 1]])]
+    picked = batch.take(pa.array(at))
+    return pa.table(
+        {
+            "episode_id": enc.decoded(picked.column("episode_id")),
+            "seq": picked.column("seq"),
+            "v": _value_column(feature, picked),
+        }
+    )
+
+
+def _partial(
+    feature: CompiledFeature, batch: pa.RecordBatch, names: pa.Array | None = None
+) -> pa.Table:
+    """One batch of selected steps reduced to partial state per run of episode_id (the
+    ids, or episode rows into `names`)."""
+    agg = feature.agg
+    ids = batch.column("episode_id")
+    n = batch.num_rows
+    starts = seg.run_starts(ids)
+    if agg is FeatureAgg.COUNT:
+        return _segment_partial(feature, ids, None, starts, n)  # type: ignore[return-value]
+    if agg in (FeatureAgg.FIRST, FeatureAgg.LAST):
+        seq = batch.column("seq").to_numpy(zero_copy_only=False)
+        inner = np.ones(n, dtype=bool)
+        inner[starts] = False
+        if n and np.all(np.diff(seq)[inner[1:]] > 0):
+            # seq ascends within each run: first / last are at the run's ends, and the value
+            # (a function of its row) is computed for those rows only
+            at = pa.array(starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1)
+            picked = batch.take(at)
+            return pa.table(
+                {
+                    "episode_id": enc.decoded(picked.column("episode_id")),
+                    "seq": picked.column("seq"),
+                    "v": _value_column(feature, picked),
+                }
+            )
+    values = _value_column(feature, batch)
+    partial = _segment_partial(feature, ids, values, starts, n)
+    if partial is not None:
+        return partial
+    ids = enc.decoded(ids)
+    if agg in LISTS:
+        lengths = np.diff(np.append(starts, n))
+        if lengths.max(initial=0) > merging.MAX_LIST_ITEMS:
+            raise too_many(feature, longest_episode(ids, starts, lengths, names))
+        rows = pa.table({"episode_id": ids, "seq": batch.column("seq"), "v": values})
+        if agg is FeatureAgg.SET:
+            rows = rows.filter(pc.is_valid(values)).group_by(["episode_id", "v"]).aggregate(
+                [("seq", "min")]
+            )
+            rows = renamed(rows, episode_id="episode_id", seq="seq_min", v="v")
+        return rows
+    if agg in ORDERED:
+        rows = pa.table({"episode_id": ids, "seq": batch.column("seq"), "v": values})
+        return merge(feature, [rows])
+    return merge_plain(agg, pa.table({"episode_id": ids, "v": values}), first=True)
+
+
+class Positions:
+    """Episode rows for step batches whose episodes come in the episodes table's order.
+
+    A writer stores steps grouped by episode and, as a rule, in the order of the
+    episodes, so each run of equal episode_id in the scan is the next episode (or the
+    previous one continued across a batch boundary). While that holds, `rows(batch)`
+    replaces the batch's episode_id with the episode's row number: partials then merge
+    and align on integers, with no hash of the ids. The first batch that does not
+    follow the order (a step-less episode, another order, ungrouped steps) ends it:
+    `rows` returns None and the caller turns the rows it holds back into ids.
+    """
+
+    def __init__(self, episode_ids: pa.ChunkedArray):
+        self.ids = seg.as_array(episode_ids)
+        self.next = 0
+
+    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        ids = batch.column("episode_id")
+        n = batch.num_rows
+        starts = seg.run_starts(ids)
+        run_ids = enc.decoded(ids.take(pa.array(starts)))
+        if len(starts) > 1:  # a dictionary that repeats a value splits a run: join it again
+            same = pc.equal(run_ids.slice(1), run_ids.slice(0, len(starts) - 1))
+            keep = np.concatenate([[True], ~np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)])
+            if not keep.all():
+                starts, run_ids = starts[keep], run_ids.filter(pa.array(keep))
+        first, m = self.next, len(starts)
+        if first and run_ids[0].as_py() == self.ids[first - 1].as_py():
+            first -= 1
+        if first + m > len(self.ids) or not pc.all(pc.equal(run_ids, self.ids.slice(first, m))).as_py():
+            return None
+        self.next = first + m
+        lengths = np.diff(np.append(starts, n))
+        rows = np.repeat(np.arange(first, first + m, dtype=np.int64), lengths)
+        at = batch.schema.get_field_index("episode_id")
+        return batch.set_column(at, "episode_id", pa.array(rows))
