@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollout_cards.numpy_arrow import bool_array, int64_array
+from rollout_cards.numpy_arrow import bool_array, dictionary_codes, int64_array, validity
 
 ints = st.lists(st.integers(-(2**63), 2**63 - 1), max_size=300)
 
@@ -45,3 +45,14 @@ def test_refuses_more_than_one_dimension():
         int64_array(np.zeros((2, 2), dtype=np.int64))
     with pytest.raises(ValueError, match="1-D"):
         bool_array(np.zeros((2, 2), dtype=bool))
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(0, 9)), max_size=200), st.integers(0, 20),
+       st.sampled_from([pa.int8(), pa.int16(), pa.int32(), pa.int64()]))
+def test_dictionary_codes_and_validity_read_from_the_buffers(indices, offset, index_type):
+    words = pa.array([f"w{i}" for i in range(10)])
+    column = pa.DictionaryArray.from_arrays(pa.array(indices, index_type), words).slice(offset)
+    expected = column.indices.to_pylist()
+    assert dictionary_codes(column, -7).tolist() == [-7 if i is None else i for i in expected]
+    if column.indices.null_count:
+        assert validity(column.indices).tolist() == [i is not None for i in expected]

@@ -40,6 +40,7 @@ import yaml
 
 from .. import progress
 from ..errors import ImporterError, SourceFormatError, WriterError
+from ..expr import MAX_LENGTH as MAX_EXPRESSION_CHARS
 from ..io import staging
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_file
@@ -47,7 +48,6 @@ from ..io.manifest import MAX_MANIFEST_BYTES
 from ..io.targets import refuse_link
 from ..io.writer import CardWriter
 from ..model.card import MAX_RULE_ID, AgentInfo, Drop, Plan, Provenance, Software, SourceFile
-from ..rules.expressions import MAX_LENGTH as MAX_EXPRESSION_CHARS
 from ..yamldoc import MAX_SCALAR_CHARS
 from .chunks import ChunkedTables
 from .steps import StepBuffer

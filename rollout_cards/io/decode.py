@@ -23,13 +23,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DecodeLimitError
+from ..numpy_arrow import dictionary_codes, validity
 
 __all__ = [
     "BATCH_DECODED_BYTES",
     "DECODE_FLOOR",
     "DECODE_RATIO",
     "DecodeBudget",
-    "dictionary_codes",
     "variable_width",
 ]
 
@@ -55,28 +55,9 @@ def _lengths(arr: pa.Array) -> np.ndarray:
         offsets = offsets[dictionary.offset : dictionary.offset + len(dictionary) + 1]
         lengths = np.diff(offsets).astype(np.int64)
         if dictionary.null_count:
-            lengths[~_valid(dictionary)] = 0
+            lengths[~validity(dictionary)] = 0
         return lengths
     return pc.fill_null(pc.binary_length(dictionary), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def dictionary_codes(arr: pa.Array, null_code: int = 0) -> np.ndarray:
-    """The indices of a dictionary array as int64, `null_code` at null rows, read from the
-    buffers (no kernel calls: this runs on every batch of a scan)."""
-    indices = arr.indices
-    n = len(indices)
-    dtype = np.dtype(indices.type.to_pandas_dtype())
-    codes = np.frombuffer(indices.buffers()[1], dtype=dtype)[indices.offset : indices.offset + n]
-    codes = codes.astype(np.int64)
-    if indices.null_count:
-        codes[~_valid(indices)] = null_code
-    return codes
-
-
-def _valid(arr: pa.Array) -> np.ndarray:
-    """The validity bitmap of `arr` as a bool per row."""
-    bits = np.unpackbits(np.frombuffer(arr.buffers()[0], dtype=np.uint8), bitorder="little")
-    return bits[arr.offset : arr.offset + len(arr)].astype(bool)
 
 
 def _indices(arr: pa.Array) -> np.ndarray:

@@ -401,7 +401,7 @@ class Card:
         """The filter as an Arrow expression and the columns it reads (None: not known)."""
         if where is None or isinstance(where, pc.Expression):
             return where, None
-        from ..rules.expressions import parse_expression
+        from ..expr import parse_expression
 
         expr = parse_expression(where, key=f"{table} filter")
         return expr.to_arrow(self.schema(table)), expr.names

@@ -62,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import progress
 from ..errors import CardFormatError, RedactionSpecError, RolloutCardError
+from ..expr import Expression, parse_expression
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_stream
 from ..io.manifest import MAX_MANIFEST_BYTES, pydantic_problems
@@ -69,7 +70,6 @@ from ..io.reader import Card, open_card
 from ..io.targets import make_parent, refuse_link
 from ..io.writer import PARQUET_OPTIONS
 from ..model.card import CardManifest, Drop
-from ..rules.expressions import Expression, parse_expression
 from ..tables import HMAC_PREFIX, REDACTED_MARKER, STEP_COLUMNS, is_redacted_value
 from ..yamldoc import load_strict_yaml
 from ._files import read_small_file

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RuleError
-from ..io.decode import dictionary_codes
 from ..io.reader import Card, open_card
 from ..model.rule import Reduce, ReduceWith, Rule
+from ..numpy_arrow import dictionary_codes
 from ..rules.engine import apply_rule
 from ..rules.loader import declared_rules, load_rule
 from ..rules.rescore import RuleSource, rescore

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..io.decode import dictionary_codes
-from .expressions import Expression
+from ..expr import Expression
+from ..numpy_arrow import dictionary_codes
 
 __all__ = ["decoded", "evaluate", "evaluate_mask"]
 

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RuleError
+from ..expr import segments as seg
 from ..model.rule import FeatureAgg
-from . import _segments as seg
 
 if TYPE_CHECKING:
     from .features import CompiledFeature

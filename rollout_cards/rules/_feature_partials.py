@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import RuleError
+from ..expr import segments as seg
 from ..model.rule import FeatureAgg
 from . import _encoded as enc
 from . import _feature_merge as merging
-from . import _segments as seg
 from ._feature_merge import (
     LISTS,
     ORDERED,

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import RuleError
+from ..expr import Expression, parse_expression
 from ..model.rule import Rule
 from ..stats import UnitStats, pool_strata, undefined_interval
 from ..stats.intervals import REASON_NO_DATA
@@ -37,7 +38,6 @@ from .aggregation import (
     pooled_interval,
     pooled_warnings,
 )
-from .expressions import Expression, parse_expression
 from .features import CompiledFeature, attach_features, compile_features, compute_features
 from .grouping import Factor, label_sort_key
 from .results import GroupComparison, GroupResult, RuleRun

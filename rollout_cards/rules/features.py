@@ -6,7 +6,7 @@ columns the features need (projection), strings still dictionary-encoded: `where
 compares two strings per batch, not millions. One pass serves every feature. Steps are
 stored grouped by episode, so within a batch the selected steps of an episode form a
 run: each batch is reduced per run with numpy `reduceat` over the run starts
-(`_segments`), without hashing. While the runs follow the episodes table's order (as a
+(`expr.segments`), without hashing. While the runs follow the episodes table's order (as a
 writer stores them), each is numbered with its episode's row (`Positions`). Partials
 merge associatively (count and sum add, min/max/any/all combine, first/last keep the
 smallest/largest `seq`): the runs of an episode split across batches by reductions
@@ -37,12 +37,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ExpressionError, RuleError
+from ..expr import Expression, parse_expression
+from ..expr import segments as seg
 from ..model.rule import Feature, FeatureAgg
 from . import _encoded as enc
-from . import _segments as seg
 from ._feature_merge import LISTS, MAX_LIST_ITEMS, ORDERED, compact, final_values, with_ids
 from ._feature_partials import Positions, Selection, selected_partial
-from .expressions import Expression, parse_expression
 
 __all__ = [
     "MAX_LIST_ITEMS",

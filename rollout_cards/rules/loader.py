@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ExpressionError, RuleError
+from ..expr import parse_expression
 from ..model.rule import Rule
 from ..regular_files import NotRegularFileError, open_regular
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from ..yamldoc import dotted as _dotted
-from .expressions import parse_expression
 
 __all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "load_rule", "parse_rule"]
 

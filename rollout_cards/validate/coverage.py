@@ -39,7 +39,7 @@ from .report import Findings, excerpt
 from .semantics import iter_chunks
 
 if TYPE_CHECKING:
-    from ..rules.expressions import Expression
+    from ..expr import Expression
 
 __all__ = ["COVERING", "MAX_PLAN_GRID", "REDACTED_MARKER", "check_drops", "check_plan", "drop_column"]
 
@@ -111,7 +111,7 @@ def _selector(drop: Drop) -> Expression | None:
 @functools.lru_cache(maxsize=1 << 16)
 def _parsed(selector: str) -> Expression | None:
     # Parsed once per text: the plan check evaluates selectors over every chunk of missing keys.
-    from ..rules.expressions import parse_expression  # only cards with selectors pay for the parser
+    from ..expr import parse_expression  # only cards with selectors pay for the parser
 
     try:
         return parse_expression(selector)
@@ -289,7 +289,7 @@ def _check_filtered(ctx: CheckContext, state: TableState, pending: list[tuple[in
 def _drop_selector(f: Findings, drop: Drop, pointer: str, schema: pa.Schema | None) -> Expression | None:
     if not drop.selector:
         return None
-    from ..rules.expressions import parse_expression
+    from ..expr import parse_expression
 
     try:
         # Parsed once per text (the plan check shares the cache); only a failure is parsed again,

@@ -42,7 +42,7 @@ from .report import excerpt
 from .semantics import iter_chunks
 
 if TYPE_CHECKING:
-    from ..rules.expressions import Expression
+    from ..expr import Expression
 
 __all__ = ["check_copies_elsewhere", "check_redaction", "json_strings"]
 

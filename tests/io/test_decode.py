@@ -16,6 +16,7 @@ import pytest
 import rollout_cards as rc
 from rollout_cards.errors import DecodeLimitError
 from rollout_cards.io import decode
+from rollout_cards.numpy_arrow import dictionary_codes
 from tests.conftest import REPO
 from tests.validate.conftest import bad_cards
 
@@ -37,6 +38,7 @@ def _peak_mb():
 import json, resource, sys
 import rollout_cards as rc
 from rollout_cards.errors import DecodeLimitError
+from rollout_cards.numpy_arrow import dictionary_codes
 try:
     rc.open(sys.argv[1]).steps(columns=["content"])
     read = "read"
@@ -118,7 +120,7 @@ def test_charge_and_codes_read_from_the_buffers_equal_the_decoded_values(offset)
     words = pa.array(["w" * int(n) for n in rng.integers(0, 50, 20)] + [None])
     indices = pa.array(rng.integers(0, 21, 200).astype(np.int32), mask=rng.random(200) < 0.2)
     column = pa.DictionaryArray.from_arrays(indices, words).slice(offset)
-    codes = decode.dictionary_codes(column, -1)
+    codes = dictionary_codes(column, -1)
     assert codes.tolist() == [-1 if i is None else i for i in column.indices.to_pylist()]
     budget = decode.DecodeBudget("t", 10**9)
     charged = budget.charge(pa.record_batch({"s": column}), {"s"})

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rollout_cards.expr import parse_expression
 from rollout_cards.rules import _encoded as enc
-from rollout_cards.rules.expressions import parse_expression
 
 EXPRESSIONS = [
     "kind == 'tool_call' and name == 'lookup'",

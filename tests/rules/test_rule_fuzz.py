@@ -10,8 +10,8 @@ import time
 import pytest
 
 from rollout_cards.errors import ExpressionError, RuleError
+from rollout_cards.expr import parse_expression
 from rollout_cards.model.rule import Rule
-from rollout_cards.rules.expressions import parse_expression
 from rollout_cards.rules.loader import parse_rule
 from tests.conftest import REPO
 from tests.fuzzing import cases, seed

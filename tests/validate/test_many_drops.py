@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rollout_cards as rc
+import rollout_cards.expr as expressions
 from rollout_cards.model.card import Drop
 from rollout_cards.model.schemas import card_schema_problems, schema_problems
-from rollout_cards.rules import expressions
 from rollout_cards.validate import coverage, semantics
 from tests.validate.conftest import bad_cards
 

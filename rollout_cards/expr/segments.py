@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..io.decode import dictionary_codes
+from ..numpy_arrow import dictionary_codes
 
 __all__ = [
     "as_array",

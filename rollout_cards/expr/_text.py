@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._expr_json import ensure_udf
+from ._json import ensure_udf
 
 __all__ = ["UDF_NAME", "ensure_registered", "str_match"]
 

@@ -1,4 +1,4 @@
-"""Tokenizer of the rule expression language (see `rollout_cards.rules.expressions`).
+"""Tokenizer of the rule expression language (see `rollout_cards.expr`).
 
 Hand-written, character by character; it never calls Python's own tokenizer, `ast`,
 `eval` or `compile`. Positions are 0-based offsets into the expression text; errors

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rollout_cards.errors import ExpressionError
-from rollout_cards.rules._expr_text import MAX_KERNEL_GROUPS
-from rollout_cards.rules.expressions import parse_expression
+from rollout_cards.expr import parse_expression
+from rollout_cards.expr._text import MAX_KERNEL_GROUPS
 
 from ..fuzzing import cases
 

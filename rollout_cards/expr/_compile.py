@@ -1,6 +1,6 @@
 """Type checking and compilation of rule expressions to Arrow kernels.
 
-Private to `rollout_cards.rules.expressions` (see its docstring for the language).
+Private to `rollout_cards.expr` (see its docstring for the language).
 `Checker` infers a type for every node of a parsed tree; `Emitter` turns the checked
 tree into `pyarrow.compute` calls on a backend: `ArrayBackend` computes over a
 RecordBatch / Table, `ExpressionBackend` builds a `pyarrow.compute.Expression`. Both
@@ -19,10 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rollout_cards.errors import ExpressionError
-from rollout_cards.rules import _expr_json, _expr_text
-from rollout_cards.rules import _segments as seg
-from rollout_cards.rules._expr_lexer import ErrorFactory
-from rollout_cards.rules._expr_parser import (
+from rollout_cards.expr import _json as _expr_json
+from rollout_cards.expr import _text as _expr_text
+from rollout_cards.expr import segments as seg
+from rollout_cards.expr._lexer import ErrorFactory
+from rollout_cards.expr._parser import (
     Binary,
     BoolOp,
     Call,
@@ -37,7 +38,7 @@ from rollout_cards.rules._expr_parser import (
     Not,
     walk,
 )
-from rollout_cards.rules._expr_parser import Literal as Lit
+from rollout_cards.expr._parser import Literal as Lit
 
 __all__ = [
     "ArrayBackend",

@@ -1,6 +1,6 @@
 """Syntax tree and recursive-descent (precedence-climbing) parser of rule expressions.
 
-See `rollout_cards.rules.expressions` for the language. This module only builds an
+See `rollout_cards.expr` for the language. This module only builds an
 immutable tree; types and evaluation live in `expressions.py`.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rollout_cards.rules._expr_lexer import ErrorFactory, Token
+from rollout_cards.expr._lexer import ErrorFactory, Token
 
 __all__ = [
     "FUNCTIONS",
@@ -655,7 +655,7 @@ class Parser:
                 raise self.err("the group of regex_extract() must be an integer literal", group.pos)
             if not 0 <= group.value <= 8:
                 raise self.err("the group of regex_extract() must be between 0 and 8", group.pos)
-            # extraction wraps the pattern in one more group (see _expr_compile.regex)
+            # extraction wraps the pattern in one more group (see _compile.regex)
             self.check_rewrite(
                 f"({pattern.value})", f"\\{group.value + 1}", "regex_extract()", group.pos, shift=1
             )

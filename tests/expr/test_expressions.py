@@ -1,4 +1,4 @@
-"""Tests of the rule expression language (rollout_cards.rules.expressions)."""
+"""Tests of the rule expression language (rollout_cards.expr)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from rollout_cards.errors import ExpressionError, RuleError
-from rollout_cards.rules import _expr_json
-from rollout_cards.rules.expressions import (
+from rollout_cards.expr import (
     FUNCTIONS,
     MAX_DEPTH,
     MAX_LENGTH,
     Expression,
     parse_expression,
 )
+from rollout_cards.expr import _json as _expr_json
 
 # ---------------------------------------------------------------------- fixtures
 
@@ -1156,7 +1156,7 @@ def test_string_literals_round_trip(value: str) -> None:
 
 
 def test_functions_are_documented() -> None:
-    from rollout_cards.rules import expressions
+    import rollout_cards.expr as expressions
 
     for name in FUNCTIONS:
         assert f"{name}(" in expressions.__doc__
