@@ -4,7 +4,7 @@ Expressions appear in rule files (`select`, `score`, feature `where` / `value`) 
 evaluated over Arrow record batches of the `episodes` or `steps` table. They are
 tokenized and parsed by our own code (`_lexer`, `_parser`) into an immutable
 tree, type-checked against an Arrow schema and compiled to vectorized
-`pyarrow.compute` calls (`_compile`; `json_get` in `_json`). Nothing is ever
+`pyarrow.compute` calls (`_check` types the tree, `_emit` compiles it; `json_get` in `_json`). Nothing is ever
 passed to `eval`, `exec`, `compile` or `ast`.
 
 API
@@ -161,18 +161,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rollout_cards.errors import ExpressionError
-from rollout_cards.expr._compile import (
-    BOOL,
-    FLOAT,
-    INT,
-    NULL,
-    ArrayBackend,
-    Checker,
-    Emitter,
-    ExpressionBackend,
-    NotPushable,
-    type_name,
-)
+from rollout_cards.expr._check import BOOL, FLOAT, INT, NULL, Checker, type_name
+from rollout_cards.expr._emit import ArrayBackend, Emitter, ExpressionBackend, NotPushable
 from rollout_cards.expr._lexer import ErrorFactory, tokenize
 from rollout_cards.expr._parser import (
     FUNCTIONS,

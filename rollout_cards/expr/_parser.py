@@ -655,7 +655,7 @@ class Parser:
                 raise self.err("the group of regex_extract() must be an integer literal", group.pos)
             if not 0 <= group.value <= 8:
                 raise self.err("the group of regex_extract() must be between 0 and 8", group.pos)
-            # extraction wraps the pattern in one more group (see _compile.regex)
+            # extraction wraps the pattern in one more group (see _emit.regex)
             self.check_rewrite(
                 f"({pattern.value})", f"\\{group.value + 1}", "regex_extract()", group.pos, shift=1
             )
