@@ -162,6 +162,9 @@ else:
 # a regex for it costs 10x more on digit-rich text).
 _DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _RUN = b"0" * 19
+# Larger texts are decoded strictly: the fast path holds up to three transient copies of its text
+# (the window, its UTF-8 bytes, the digit map), which must not add a large document's size to the peak.
+_FAST_MAX = 1 << 24
 _TRAILING = re.compile(r"JSON is malformed: trailing characters \(byte ([0-9]{1,18})\)")
 
 
@@ -186,6 +189,8 @@ def fast_decode(text: str | bytes) -> Any:
     refuses it or could differ (then decode it strictly: the error, if any, is the strict one)."""
     if msgspec is None:
         return MISS
+    if len(text) > _FAST_MAX:
+        return MISS
     try:
         data = text.encode("utf-8") if isinstance(text, str) else text
         if _long_integer(data):
@@ -201,6 +206,8 @@ def fast_container(text: str, start: int, stop: int) -> Any:
     msgspec cannot tell: a lone surrogate escape also reads as a cut), `MISS` when it must be
     decoded strictly. text is strictly decoded UTF-8 (it holds no surrogate characters)."""
     if msgspec is None:
+        return MISS
+    if stop - start > _FAST_MAX:
         return MISS
     window = text[start:stop]
     try:
@@ -235,6 +242,8 @@ def fast_items(text: str | bytes, key: str) -> Any:
     is an object, as `importers.json_stream.parse_json_items` gives them (a repeated key: the
     last one's items), or `MISS` (no such array, msgspec refuses or could differ)."""
     if msgspec is None:
+        return MISS
+    if len(text) > _FAST_MAX:
         return MISS
     spans = _ITEMS.get(key)
     if spans is None:

@@ -212,3 +212,14 @@ def test_without_msgspec_every_document_is_decoded_strictly():
             "assert parse_json_items('{\"e\": [ 1 ,{}]}', 'f', key='e') == ({'e': [1, {}]}, ['1', '{}'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_text_over_the_fast_paths_size_limit_is_decoded_strictly(monkeypatch):
+    # The fast path copies its text; a large document must not add those copies to the peak memory.
+    from rollout_cards import jsondoc
+
+    monkeypatch.setattr(jsondoc, "_FAST_MAX", 8)
+    text = '{"events": [1, 2, 3]}'
+    assert fast_decode(text) is MISS and fast_items(text, "events") is MISS
+    assert fast_container(text, 0, len(text)) is MISS and fast_container("[1, 2]", 0, 6) == ([1, 2], 6)
+    assert parse_json_items(text, "f", key="events") == ({"events": [1, 2, 3]}, ["1", "2", "3"])

@@ -301,7 +301,7 @@ class JsonStream:
             got = fast_container(self._buf, start, stop)
             if got is not TRUNCATED or stop == size:
                 return got
-            window *= 4
+            window *= 4  # past jsondoc's size limit for the fast path: MISS, decoded strictly
 
     def _grow(self, start: int, held: int | None = None) -> None:
         held = len(self._buf) - start if held is None else held
