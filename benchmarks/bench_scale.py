@@ -5,6 +5,7 @@ generator: n episodes, 20n steps, 64k-step row groups), with 1 and 2 Ray worker 
     python benchmarks/bench_scale.py                           # 250k and 1M episodes (5M / 20M steps)
     python benchmarks/bench_scale.py --sizes 100000 --repeat 3 # a quicker run
     python benchmarks/bench_scale.py --driver-path             # also Ray with scoring on the driver
+    python benchmarks/bench_scale.py --validate                # rcard validate: local vs Ray
 
 For each size and rule (`count`: a count feature; `regex`: a `last` feature over message text)
 it prints the median time of the rule (digests checked, as `rcard rescore` does) per engine,
@@ -15,6 +16,10 @@ throughput the projection in docs/scale.md starts from. Driver RSS at two sizes 
 whether the driver's memory depends on the number of steps and episodes. Every run's results
 (value, interval, n per agent) are checked equal to the local engine's before any time counts.
 Each engine runs in a fresh interpreter (peak RSS via getrusage; workers via /proc VmHWM).
+
+With --validate it times `validate(card)` instead (every check: digests, tables, coverage),
+locally and with `engine="ray"`, checks the two reports are equal, and prints what the table
+scans sent to the driver.
 """
 
 from __future__ import annotations
@@ -81,6 +86,9 @@ def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> Non
     if engine == "gen":
         print(json.dumps({"path": str(path)}))
         return
+    if engine.startswith("validate"):
+        validate_child(path, engine == "validate-ray", workers, repeat)
+        return
     rule = parse_rule(RULES.get(rule_name, DRIVER_ONLY), file="bench.yaml")
     times, out, stats, startup = [], None, {}, 0.0
     if engine.startswith("ray"):
@@ -111,6 +119,69 @@ def child(engine: str, n: int, rule_name: str, workers: int, repeat: int) -> Non
                       "stats": stats}))
 
 
+def validate_child(path: Path, on_ray: bool, workers: int, repeat: int) -> None:
+    """`validate(card)` in this process, locally or with `engine="ray"` (a local Ray of `workers`
+    CPUs started first): times, the report, peak RSS, and what the table scans sent the driver."""
+    from rollout_cards.validate import ray_tables, validate
+
+    startup, stats = 0.0, {}
+    if on_ray:
+        import ray
+
+        from rollout_cards.scale.ray_engine import quiet_data_context
+
+        t0 = time.perf_counter()
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        quiet_data_context(ray)
+        startup = time.perf_counter() - t0
+        real = ray_tables._scan_tables
+
+        def spy(ctx):  # noqa: ANN001, ANN202
+            out = real(ctx)
+            stats.update(ctx.facts["ray_tables_stats"])
+            return out
+
+        ray_tables._scan_tables = spy
+    times, report = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        report = validate(path, engine="ray" if on_ray else "local")
+        times.append(time.perf_counter() - t0)
+    workers_mb = _worker_peaks_mb() if on_ray else []
+    print(json.dumps({"times": times, "startup": startup, "rss": peak_rss_mb(),
+                      "report": report.model_dump(mode="json"), "worker_rss_max": max(workers_mb, default=0.0),
+                      "stats": stats}))
+
+
+def validate_main(sizes: list[int], repeat: int) -> None:
+    """`rcard validate` of the card, local against Ray with 1 and 2 worker CPUs."""
+    widths = (30, 10, 10, 12, 12, 12)
+    for n in sizes:
+        run_child(SCRIPT, "gen", str(n), "count", "1", "1")
+        steps = n * STEPS_PER_EPISODE
+        print(f"\n{n:,} episodes, {steps:,} steps — validate (median of {repeat}; every check, digests included)")
+        print(row("engine", "time s", "vs local", "first run s", "driver MiB", "worker MiB", widths=widths))
+        local = run_child(SCRIPT, "validate-local", str(n), "count", "1", str(repeat))
+        base = statistics.median(local["times"])
+        print(row("local (1 process)", f"{base:.2f}", "1.00", f"{local['times'][0]:.2f}", f"{local['rss']:.0f}", "-",
+                  widths=widths))
+        for workers in (1, 2):
+            got = run_child(SCRIPT, "validate-ray", str(n), "count", str(workers), str(repeat))
+            if got["report"] != local["report"]:
+                raise SystemExit(f"ray ({workers} workers): the report differs from the local one")
+            t = statistics.median(got["times"])
+            print(row(f"ray, {workers} CPU(s)", f"{t:.2f}", f"{t / base:.2f}", f"{got['times'][0]:.2f}",
+                      f"{got['rss']:.0f}", f"{got['worker_rss_max']:.0f}", widths=widths))
+            sent = got["stats"]
+            print(f"    start-up {got['startup']:.1f} s (once per session); table scans: {sent['runs']} runs of "
+                  f"blocks, {sent['partitions']} partitions, {sent['bytes_to_driver'] / 2**10:,.1f} KiB to the driver; "
+                  f"report {'valid' if local['report']['valid'] else 'invalid'} and equal to the local one")
+            print(json.dumps({"n": n, "mode": "validate", "workers": workers, "local_s": base, "ray_s": t,
+                              "local_times": local["times"], "times": got["times"], "startup_s": got["startup"],
+                              "driver_mib": got["rss"], "local_mib": local["rss"], "worker_mib": got["worker_rss_max"],
+                              "load": os.getloadavg()[0], **sent}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 1_000_000])
@@ -120,6 +191,8 @@ def main() -> None:
                     help="Also time the Ray engine with scoring on the driver (2 worker CPUs).")
     ap.add_argument("--driver-only", action="store_true",
                     help="Time only the episodes-side work (the rule without its step feature), locally.")
+    ap.add_argument("--validate", action="store_true",
+                    help="Time `validate` (every check) instead of rescoring: local vs Ray with 1 and 2 worker CPUs.")
     ap.add_argument("--child", nargs=5, metavar=("ENGINE", "N", "RULE", "WORKERS", "REPEAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -128,6 +201,9 @@ def main() -> None:
         return
     print(f"bench_scale: {os.cpu_count()} cores; the machine is shared with other engineers' jobs "
           f"(load average {os.getloadavg()[0]:.1f}), so read ratios and medians, not absolute times.")
+    if args.validate:
+        validate_main(args.sizes, args.repeat)
+        return
     if args.driver_only:
         for n in args.sizes:
             got = run_child(SCRIPT, "local", str(n), "episodes", "1", str(args.repeat))

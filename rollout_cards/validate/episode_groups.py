@@ -150,10 +150,24 @@ def scan_piece(chunk: pa.Table, idx: np.ndarray, rows: np.ndarray, key: dict[str
     return pa.table(piece)
 
 
+def _grouped(code: np.ndarray, seq: np.ndarray, row: np.ndarray) -> bool:
+    """Whether the rows already come as each episode's rows together, in (seq, row) order: then
+    the scan needs no sort (the order of the episodes does not change what it finds)."""
+    if len(code) < 2:
+        return True
+    same = code[1:] == code[:-1]
+    if not (row[1:] > row[:-1]).all() or (seq[1:][same] < seq[:-1][same]).any():
+        return False
+    starts = code[np.r_[True, ~same]]
+    return len(np.unique(starts)) == len(starts)
+
+
 def scan_sorted(f: RowFindings, state: TableState, facts: EpisodeFacts, table: pa.Table) -> None:
     """The per-episode checks over pieces (`scan_piece`, keyed by "code", no null seq), sorted here
-    by (episode, seq, row)."""
-    table = table.sort_by([("code", "ascending"), ("seq", "ascending"), ("row", "ascending")])
+    by (episode, seq, row) unless already grouped that way."""
+    columns = [table.column(c).to_numpy() for c in ("code", "seq", "row")]
+    if not _grouped(*columns):
+        table = table.sort_by([("code", "ascending"), ("seq", "ascending"), ("row", "ascending")])
     scan = EpisodeScan(f, state, facts.name_of, order_known=True, n_episodes=0)
     names = table.column_names
     for start in range(0, table.num_rows, FEED_ROWS):
@@ -195,8 +209,10 @@ def check_group(episodes_findings: RowFindings, steps_findings: RowFindings, epi
         orphans = np.flatnonzero(~known & mask(ids.is_valid()))
         report_missing(steps_findings, steps_state, rows[orphans], ids.take(int64_array(orphans)))
         if per_episode:
-            usable = np.flatnonzero(known & mask(array(steps, "seq").is_valid()))
-            table = steps.drop_columns(["episode_id"]).take(int64_array(usable))
+            usable = known & mask(array(steps, "seq").is_valid())
+            table = steps.drop_columns(["episode_id"])
+            if not usable.all():
+                table = table.take(int64_array(np.flatnonzero(usable)))
             scan_sorted(steps_findings, steps_state, facts, table.append_column("code", int64_array(codes[usable])))
         found = np.bincount(codes[known], minlength=facts.count)
     if has_counts:
