@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from typing import Any
 
 from ..model.card import Software
@@ -112,7 +113,7 @@ class InspectImporter:
         environments: dict[str, Software] = {}
         untimed = [0, 0, 0]  # episodes without start, without end; steps without time
         unpriced = [0, 0]  # episodes without a total cost; model calls (steps with usage) without one
-        reordered = 0
+        reordered: Counter[str] = Counter()  # add_events counts: moved, sub_agents, unnested
         keys: dict[tuple[str, str], str] = {}  # (task, log key) -> file of the log that has it
         scores = ImportedScores()  # the rule columns of every episode, to replay the rules on
         declare: list[tuple[InspectLog, str]] = []
@@ -128,7 +129,7 @@ class InspectImporter:
                     with session.record():
                         sample, raw_events = load()
                         row, steps, moved = _episode(sample, log, agent, label, raw_events)
-                        reordered += moved
+                        reordered.update(moved)
                         session.add_episode(row, steps)
                         scores.add(row)
                         log.found += 1
@@ -151,9 +152,15 @@ class InspectImporter:
         for log, agent in declare:  # replayed on every episode of the card, as `rcard validate` replays them
             _declare_rules(session, log, agent, rule_ids, scores)
         session.set_meta("inspect", {"value_to_float": VALUE_MAP, "logs": logs_meta})
-        if reordered:
-            session.note(f"{reordered} event(s) were written to the log out of time order; the steps follow the "
-                         "events' timestamps (a tool event comes before the span it opened; a tool result at the "
+        if reordered["sub_agents"]:
+            session.note(f"{reordered['sub_agents']} sub-agent(s) (Inspect agent and subtask spans, tool spans that "
+                         "call a model) nested: their steps have parent_seq = the sub-agent's span_begin and depth + 1")
+        if reordered["unnested"]:
+            session.note(f"{reordered['unnested']} step(s) are timed before the span_begin of the sub-agent they "
+                         "belong to (a clock that ran back); they are nested under the enclosing agent instead")
+        if reordered["moved"]:
+            session.note(f"{reordered['moved']} event(s) were written to the log out of time order; the steps follow "
+                         "the events' timestamps (a tool event comes before the span it opened; a tool result at the "
                          "tool's completion time), ties keep the log's order")
         if len(environments) == 1:
             session.set_software("environment", next(iter(environments.values())))
@@ -284,7 +291,7 @@ def _episode(
     if pool is not None and not isinstance(pool, list):
         raise steps.error("the message pool (events_data.messages / message_pool) is not a list")
     _retries(steps, sample.get("error_retries"))
-    moved = 0
+    moved: Counter[str] = Counter()
     if events:
         if not isinstance(events, list):
             raise steps.error("events is not a list")

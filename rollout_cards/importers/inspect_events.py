@@ -14,6 +14,9 @@ columns hold the resolved text.
 | `error`                | `error` (content = error message)                            |
 | `sample_limit`         | `limit` (name = limit type, content = message)               |
 | `span_begin`/`span_end`| `span_begin`/`span_end` (name = span name)                   |
+
+Each step's `parent_seq`, `depth` and `agent` come from the sub-agent span its event is in
+(inspect_spans).
 | `step` begin/end (older logs) | `span_begin`/`span_end` (name = step name)            |
 | `score`                | `score` (name = the enclosing scorer, content = value)       |
 | `state`, `store`, `sample_init` | `state` (name = event type)                         |
@@ -22,7 +25,7 @@ columns hold the resolved text.
 
 Without events, messages map as: system/user/assistant → `message`; an assistant's
 `tool_calls` → one `tool_call` each; `tool` messages → `tool_result` by
-`tool_call_id` (is_error when the message has an `error`).
+`tool_call_id` (is_error when the message has an `error`); their depth is null.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from collections import Counter
 from typing import Any
 
 from .inspect_log import text as json_text
+from .inspect_spans import Span, Spans, resolve
 from .steps import StepBuffer, parse_timestamp
 
 __all__ = ["add_events", "add_messages", "message_text", "resolve_attachment"]
@@ -87,32 +91,56 @@ class _Timeline:
     Inspect writes some events after others that began later (a tool event follows the
     span it opened, with an earlier start); a tool result happens when the tool
     completes. Steps are ordered by time, ties and untimed steps keeping the log's
-    order (an untimed step stays right after the step before it).
+    order (an untimed step stays right after the step before it). A step is put in the
+    `span` of its event (inspect_spans); one whose time is earlier than the `span_begin` of
+    its sub-agent (a clock that ran back) hangs under the nearest enclosing sub-agent that
+    began before it (counted as `unnested`), since a parent step comes first.
     """
 
     def __init__(self) -> None:
-        self.items: list[tuple[int, int, str, dict[str, Any]]] = []
+        self.items: list[tuple[int, int, str, dict[str, Any], Span | None]] = []
         self._last = -(1 << 62)
+        self.span: Span | None = None
+        self.counts: Counter[str] = Counter()
 
-    def put(self, method: str, t: int | None, **fields: Any) -> None:
+    def put(self, method: str, t: int | None, **fields: Any) -> int:
+        """Put a step; returns its item number."""
         key = self._last if t is None else t
         self._last = key
-        self.items.append((key, len(self.items), method, {**fields, "t": t}))
+        self.items.append((key, len(self.items), method, {**fields, "t": t}, self.span))
+        return len(self.items) - 1
 
-    def write(self, steps: StepBuffer) -> int:
-        """Append the steps in time order; returns how many moved from the log's order."""
+    def write(self, steps: StepBuffer) -> Counter[str]:
+        """Append the steps in time order; returns the counts: `moved` (steps that moved from the
+        log's order), `sub_agents` (sub-agent spans with steps), `unnested` (see the class)."""
         ordered = sorted(self.items, key=lambda item: (item[0], item[1]))
-        for _key, _order, method, fields in ordered:
-            getattr(steps, method)(**fields)
-        return sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if b[1] < a[1])
+        seqs = [0] * len(ordered)
+        for position, item in enumerate(ordered, len(steps)):
+            seqs[item[1]] = position
+        launched = set()
+        for position, (_key, _order, method, fields, span) in enumerate(ordered, len(steps)):
+            parent, depth, agent = resolve(span)
+            while parent is not None and seqs[parent] > position:
+                self.counts["unnested"] += 1
+                while span is not None and span.item != parent:  # up to the sub-agent's span
+                    span = span.parent
+                parent, depth, agent = resolve(span.parent if span is not None else None)
+            if parent is not None:
+                launched.add(parent)
+            getattr(steps, method)(**fields, parent_seq=None if parent is None else seqs[parent], depth=depth,
+                                   agent=agent)
+        self.counts["moved"] += sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if b[1] < a[1])
+        self.counts["sub_agents"] += len(launched)
+        return self.counts
 
 
 def add_events(
     steps: StepBuffer, events: list[Any], attachments: dict[str, str], pool: list[Any] | None = None,
     raw: list[str] | None = None,
-) -> int:
-    """Append one or two steps per event (see the module table), in time order; returns the
-    number of steps that the log had written out of time order. `pool` is the sample's
+) -> Counter[str]:
+    """Append one or two steps per event (see the module table), in time order, nested by
+    their spans (inspect_spans); returns counts: `moved` (steps that the log had written out
+    of time order), `sub_agents`, `unnested` (_Timeline.write). `pool` is the sample's
     message pool (`events_data.messages`, or `message_pool` of format 3) that model events'
     `input_refs` index. `raw`, when given, is each event's source JSON text: it is the
     payload as it is (re-serialising every event was a third of an import's time), except
@@ -124,10 +152,12 @@ def add_events(
     spans: dict[str, str | None] = {}
     scorer_spans: set[str] = set()
     scorer: str | None = None  # the scorer whose span or step encloses a `score` event
+    nesting = Spans()
     for i, ev in enumerate(events):
         if not isinstance(ev, dict) or not isinstance(ev.get("event"), str):
             raise steps.error(f"events[{i}] is not an Inspect event (no `event` type)")
         kind = ev["event"]
+        line.span = nesting.of(ev)
         source = raw[i] if raw is not None else None
         ok = source is not None and "NaN" not in source and "Infinity" not in source
         payload = source if ok else None if kind == "tool" else json_text(ev)  # a tool event's is built below
@@ -155,7 +185,11 @@ def add_events(
                 if key is not None:
                     scorer_spans.add(key)
                 scorer = name if begin else None
-            line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=payload)
+            item = line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=payload)
+            if kind == "span_begin":
+                nesting.begin(ev, line.span, item, name)
+            elif kind == "span_end":
+                nesting.end(ev)
         elif kind == "score":
             score = ev.get("score") if isinstance(ev.get("score"), dict) else {}
             value = score.get("value")

@@ -6,6 +6,11 @@ wants to download a tokenizer, which an offline CI cannot). The tasks cover what
 importer must count as Inspect counts: errors, limits, epochs, NaN (unscored) scores,
 `score_on_error`, numeric-string and dict-valued scores, the mean / median / max / mode
 reducers and `pass_at_<k>`. Everything is deterministic in the sample id and epoch.
+
+`run_nested(tmp, fmt)` runs an agent that launches sub-agents every way Inspect has: a
+`handoff()`, an `as_tool()` agent that itself calls an `as_tool()` agent (depth 2), a tool
+that runs an `@subtask`, and a tool that calls a model itself; once with `generate()` as
+the solver and once with `react()` (an agent span around the whole run).
 """
 
 from __future__ import annotations
@@ -15,9 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from inspect_ai import Epochs, Task, eval, score
+from inspect_ai.agent import AgentState, agent, as_tool, handoff, react
 from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log, write_eval_log
-from inspect_ai.model import ModelAPI, ModelOutput, modelapi
+from inspect_ai.model import (
+    ChatMessageUser,
+    ModelAPI,
+    ModelOutput,
+    execute_tools,
+    get_model,
+    modelapi,
+)
 from inspect_ai.scorer import (
     Score,
     Target,
@@ -30,9 +43,11 @@ from inspect_ai.scorer import (
     stderr,
     var,
 )
-from inspect_ai.solver import Generate, TaskState, generate, solver
+from inspect_ai.solver import Generate, TaskState, generate, solver, use_tools
+from inspect_ai.tool import tool
+from inspect_ai.util import subtask
 
-__all__ = ["make_log", "rescore", "run"]
+__all__ = ["make_log", "rescore", "run", "run_nested"]
 
 
 class _Sim(ModelAPI):
@@ -145,4 +160,113 @@ def rescore(log_path: Path, out: Path) -> Path:
     eval_id and run_id kept) with one more scorer, re-scored by Inspect's own score()."""
     scored = score(read_eval_log(str(log_path)), match(), action="append", display="none")
     write_eval_log(scored, str(out))
+    return out
+
+
+class _NestSim(ModelAPI):
+    """The main agent calls its tools in `_PLAN` order, one per turn, then answers (react: submits);
+    the calc agent calls its leaf agent once; every other call answers with text."""
+
+    async def generate(self, input, tools, tool_choice, config):  # noqa: ANN001 - Inspect's signature
+        names = {t.name for t in tools}
+        done = sum(1 for m in input if m.role == "tool")
+        if "calc" in names:
+            if done < len(_PLAN):
+                return ModelOutput.for_tool_call(self.model_name, *_PLAN[done])
+            if "submit" in names:
+                return ModelOutput.for_tool_call(self.model_name, "submit", {"answer": "4"})
+            return ModelOutput.from_content(self.model_name, "4")
+        if "leaf" in names and done == 0:
+            return ModelOutput.for_tool_call(self.model_name, "leaf", {"input": "1+1"})
+        return ModelOutput.from_content(self.model_name, f"answer {len(input)}")
+
+
+_PLAN = [("transfer_to_researcher", {}), ("calc", {"input": "2+2"}), ("lookup", {"key": "x"}),
+         ("summarize", {"text": "long"})]
+
+
+@modelapi(name="rcnest")
+def _rcnest() -> type[ModelAPI]:
+    return _NestSim
+
+
+async def _answer(state: AgentState, tools: list[Any] | None = None) -> AgentState:
+    out = await get_model().generate(state.messages, tools=tools or [])
+    state.messages.append(out.message)
+    if out.message.tool_calls:
+        messages, _ = await execute_tools(state.messages, tools or [])
+        state.messages.extend(messages)
+        out = await get_model().generate(state.messages)
+        state.messages.append(out.message)
+    state.output = out
+    return state
+
+
+@agent(description="Researches a question.")
+def researcher() -> Any:
+    async def execute(state: AgentState) -> AgentState:
+        return await _answer(state)
+
+    return execute
+
+
+@agent(description="Answers a one-line sum.")
+def leaf() -> Any:
+    async def execute(state: AgentState) -> AgentState:
+        return await _answer(state)
+
+    return execute
+
+
+@agent(description="Calculates, asking the leaf agent.")
+def calc() -> Any:
+    async def execute(state: AgentState) -> AgentState:
+        return await _answer(state, [as_tool(leaf())])
+
+    return execute
+
+
+@subtask
+async def fetch_value(key: str) -> str:
+    out = await get_model().generate([ChatMessageUser(content=f"value of {key}")])
+    return out.completion
+
+
+@tool
+def lookup() -> Any:
+    async def execute(key: str) -> str:
+        """Look a key up (in a subtask).
+
+        Args:
+            key: The key.
+        """
+        return await fetch_value(key)
+
+    return execute
+
+
+@tool
+def summarize() -> Any:
+    async def execute(text: str) -> str:
+        """Summarize a text (the tool calls a model itself).
+
+        Args:
+            text: The text.
+        """
+        return (await get_model().generate(f"summarize {text}")).completion
+
+    return execute
+
+
+def run_nested(tmp: Path, fmt: str = "eval") -> dict[str, Path]:
+    """{"generate": log, "react": log}: the nested-agents task with each solver."""
+    out: dict[str, Path] = {}
+    for label in ("generate", "react"):
+        tools = [handoff(researcher()), as_tool(calc()), lookup(), summarize()]
+        chain = [use_tools(*tools), generate()] if label == "generate" else react(name="main", tools=tools)
+        t = Task(dataset=[Sample(id=1, input="what is 2+2", target="4"), Sample(id=2, input="and 3+3", target="4")],
+                 solver=chain, scorer=match(), name=f"rc_nest_{label}")
+        (log,) = eval(t, model="rcnest/model", log_dir=str(tmp / label), log_format=fmt, display="none")
+        assert log.status == "success", log.error
+        out[label] = Path(log.location)
     return out

@@ -1,0 +1,118 @@
+"""Which agent an Inspect event belongs to: spans and subtasks to `parent_seq`, `depth`, `agent`.
+
+Inspect records one flat event stream per sample. Since inspect-ai 0.3.9x every event
+carries the `span_id` of the span it happened in and a `span_begin` its `parent_id`
+(absent: a top-level span); in logs without them the spans nest in the order they begin
+and end. Sub-agents are spans, classified as Inspect's own `timeline_build` classifies
+agents (inspect_ai/event/_timeline.py), plus subtasks:
+
+| span (`type`) | steps of the events inside it |
+|---|---|
+| `agent` inside a tool call (an `as_tool()` agent; a `handoff()`, which Inspect runs in a `handoff` and a `tool` span), another agent or a subtask | a sub-agent's: `parent_seq` = that span's `span_begin`, `depth` = its depth + 1, `agent` = the span name |
+| `agent` outside all of those (the task's own agent, e.g. `react()` as the solver) | the top level's (`depth` unchanged), `agent` = the span name |
+| `subtask` (an `@subtask` function; Inspect writes a `subtask` event inside it) | a sub-agent's, as for `agent` (`agent` = the subtask name) |
+| `tool` with a model call inside it and no `agent` or `subtask` span (a tool that runs a model itself) | a sub-agent's (`agent` = the tool name) |
+| any other (`init`, `solvers`, `solver`, `handoff`, `scorers`, `scorer`, other tools, …) | the enclosing span's |
+
+A span's own `span_begin` and `span_end` steps belong to the enclosing agent. Top-level
+steps have depth 0: the event stream is the sample's whole transcript, so an event in no
+sub-agent's span is the task's own agent's. Whether a tool span is a sub-agent is known
+only once its events are read, so `resolve` is called when the sample's steps are written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Span", "Spans", "resolve"]
+
+_AGENTS = frozenset(("agent", "subtask"))
+_LAUNCHERS = frozenset(("agent", "subtask", "tool", "handoff"))  # an agent span below one is a sub-agent
+
+
+class Span:
+    """One span of a sample: its kind, name, parent span and the timeline item of its `span_begin`."""
+
+    __slots__ = ("has_agent", "has_model", "item", "kind", "name", "parent", "resolved")
+
+    def __init__(self, kind: Any, name: str | None, parent: Span | None, item: int) -> None:
+        self.kind, self.name, self.parent, self.item = kind, name, parent, item
+        self.has_model = self.has_agent = False  # a model event / an agent or subtask span below it
+        self.resolved: tuple[int | None, int, str | None, bool] | None = None
+
+
+class Spans:
+    """The spans of one sample's events, in the order the log gives them."""
+
+    __slots__ = ("_open", "_spans")
+
+    def __init__(self) -> None:
+        self._spans: dict[str, Span] = {}
+        self._open: list[Span] = []  # spans begun and not ended, for logs without span ids
+
+    def _here(self) -> Span | None:
+        return self._open[-1] if self._open else None
+
+    def of(self, ev: dict[str, Any]) -> Span | None:
+        """The span an event's steps belong to (None: the top level); a span's own begin and
+        end steps belong to its parent."""
+        kind = ev["event"]
+        if kind == "span_end":
+            span = self._spans.get(str(ev.get("id")))
+            return span.parent if span is not None else self._here()
+        if kind == "span_begin":
+            if "span_id" not in ev:  # an older log: spans nest in their order
+                return self._here()
+            key = ev.get("parent_id")
+            if key is None:
+                return None
+        else:
+            key = ev.get("span_id")
+        span = self._spans.get(key) if isinstance(key, str) else None
+        if span is None:
+            span = self._here()
+            if kind == "tool" and span is not None and span.kind == "tool":
+                span = span.parent  # Inspect writes a tool event inside the span of its call; it is the caller's
+        if kind == "model":
+            _mark(span, "has_model")
+        return span
+
+    def begin(self, ev: dict[str, Any], parent: Span | None, item: int, name: str | None) -> None:
+        """A `span_begin` event, whose step is timeline item `item` (put under `parent`)."""
+        span = Span(ev.get("type"), name, parent, item)
+        if span.kind in _AGENTS:
+            _mark(parent, "has_agent")
+        self._spans[str(ev.get("id"))] = span
+        self._open.append(span)
+
+    def end(self, ev: dict[str, Any]) -> None:
+        span = self._spans.get(str(ev.get("id")))
+        if span is not None and span in self._open:
+            del self._open[len(self._open) - 1 - self._open[::-1].index(span)]
+
+
+def _mark(span: Span | None, flag: str) -> None:
+    while span is not None and not getattr(span, flag):
+        setattr(span, flag, True)
+        span = span.parent
+
+
+def resolve(span: Span | None) -> tuple[int | None, int, str | None]:
+    """(timeline item of the launching `span_begin`, depth, agent) of a step in `span`."""
+    chain = []
+    above = span
+    while above is not None and above.resolved is None:  # a loop, not recursion: spans may nest deeply
+        chain.append(above)
+        above = above.parent
+    outer = (None, 0, None, False) if above is None else above.resolved
+    for node in reversed(chain):
+        item, depth, agent, launched = outer
+        if node.kind == "subtask" or (node.kind == "agent" and launched) or (
+                node.kind == "tool" and node.has_model and not node.has_agent):
+            outer = (node.item, depth + 1, node.name, True)
+        elif node.kind == "agent":  # the task's own agent
+            outer = (item, depth, node.name, True)
+        else:
+            outer = (item, depth, agent, launched or node.kind in _LAUNCHERS)
+        node.resolved = outer
+    return outer[:3]

@@ -1,0 +1,225 @@
+"""Inspect sub-agents (handoff, as_tool, subtask, a tool that calls a model) nest their steps.
+
+The logs are written by inspect-ai's own eval() (tests/importers/inspect_runs.py:run_nested);
+each step's depth, agent and launching span are compared with a plain-Python walk over the
+log's span tree (read by Inspect's read_eval_log), and the model calls' depths with Inspect's
+own agent timeline (`inspect_ai.event.timeline_build`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("inspect_ai", reason="the Inspect nesting tests need the `inspect` extra (inspect-ai)")
+
+from inspect_ai.event import timeline_build  # noqa: E402
+from inspect_ai.log import read_eval_log  # noqa: E402
+
+import rollout_cards as rc  # noqa: E402
+from tests.conftest import external  # noqa: E402
+from tests.importers.conftest import assert_valid, run_import  # noqa: E402
+from tests.importers.inspect_runs import run_nested  # noqa: E402
+
+
+@pytest.fixture(scope="module", params=["eval", "json"])
+def logs(request, tmp_path_factory):
+    return request.param, run_nested(tmp_path_factory.mktemp(f"nest-{request.param}"), request.param)
+
+
+def _events(path: Path) -> list[list[dict]]:
+    return [[e.model_dump(mode="json", exclude_none=True) for e in s.events] for s in read_eval_log(str(path)).samples]
+
+
+def _reference(events: list[dict]) -> dict[str, tuple[int, str | None, str | None]]:
+    """{event uuid (older logs: index): (depth, uuid of the launching span_begin or None, agent)}
+    by walking each event's span ancestry (parent_id links) over the whole log."""
+    begins = {e["id"]: e for e in events if e["event"] == "span_begin"}
+
+    def ancestry(span_id):  # innermost first
+        out = []
+        while span_id is not None:
+            out.append(begins[span_id])
+            span_id = begins[span_id].get("parent_id")
+        return out
+
+    def owner(e):
+        if e["event"] == "span_begin":
+            return e.get("parent_id")
+        if e["event"] == "span_end":
+            return begins[e["id"]].get("parent_id")
+        return e.get("span_id")
+
+    with_model = {s["id"] for e in events if e["event"] == "model" for s in ancestry(e["span_id"])}
+    with_agent = {s["id"] for b in begins.values() if b.get("type") in ("agent", "subtask")
+                  for s in ancestry(b.get("parent_id"))}
+
+    def sub_agent(span):
+        above = ancestry(span.get("parent_id"))
+        return (span["type"] == "subtask"
+                or (span["type"] == "agent" and any(a["type"] in ("tool", "handoff", "agent", "subtask") for a in above))
+                or (span["type"] == "tool" and span["id"] in with_model and span["id"] not in with_agent))
+
+    out = {}
+    for i, e in enumerate(events):
+        chain = ancestry(owner(e))
+        subs = [s for s in chain if sub_agent(s)]
+        named = [s for s in chain if sub_agent(s) or s["type"] == "agent"]
+        out[e.get("uuid", i)] = (len(subs), subs[0].get("uuid") if subs else None, named[0]["name"] if named else None)
+    return out
+
+
+def _inspect_depths(events: list[dict], path: Path, index: int) -> dict[str, int]:
+    """{model event uuid: depth} in Inspect's own agent timeline (the root agent is depth 0)."""
+    sample = read_eval_log(str(path)).samples[index]
+    out: dict[str, int] = {}
+
+    def walk(span, depth):
+        for item in span.content:
+            if hasattr(item, "content"):
+                walk(item, depth + (item.span_type == "agent"))
+            elif item.event.event == "model":
+                out[item.event.uuid] = depth
+
+    walk(timeline_build(sample.events).root, 0)
+    return out
+
+
+def _uuid(step) -> str | None:
+    try:
+        payload = json.loads(step["payload"]) if step["payload"] else None
+    except ValueError:
+        return None
+    return payload.get("uuid") if isinstance(payload, dict) and "event" in payload else None
+
+
+def test_sub_agent_steps_have_the_depth_agent_and_launching_span_of_the_log(logs, tmp_path):
+    fmt, paths = logs
+    for label, path in paths.items():
+        result, card = run_import("inspect", [path], tmp_path / label)
+        assert_valid(result.path)
+        steps = card.steps().to_pylist()
+        samples = _events(path)
+        episodes = sorted({s["episode_id"] for s in steps})
+        assert len(episodes) == len(samples) == 2
+        for index, (episode, events) in enumerate(zip(episodes, samples, strict=True)):
+            mine = [s for s in steps if s["episode_id"] == episode]
+            by_seq = {s["seq"]: s for s in mine}
+            ref = _reference(events)
+            seen = set()
+            for s in mine:
+                uuid = _uuid(s)
+                if uuid is None:
+                    continue
+                seen.add(uuid)
+                depth, parent, agent = ref[uuid]
+                assert (s["depth"], s["agent"]) == (depth, agent), (label, s["seq"], s["kind"], s["name"])
+                assert (None if s["parent_seq"] is None else _uuid(by_seq[s["parent_seq"]])) == parent
+            assert seen == set(ref), (label, "every event is a step")
+            # results sit with their calls; a model call's input messages with the call
+            calls = {s["call_id"]: s for s in mine if s["kind"] == "tool_call"}
+            for s in mine:
+                if s["kind"] == "tool_result":
+                    assert (s["depth"], s["agent"]) == (calls[s["call_id"]]["depth"], calls[s["call_id"]]["agent"])
+                elif _uuid(s) is None and s["kind"] == "message":
+                    call = next(t for t in mine[s["seq"] - mine[0]["seq"]:] if _uuid(t) is not None)
+                    assert (s["depth"], s["parent_seq"]) == (call["depth"], call["parent_seq"]), s["content"]
+            models = {_uuid(s): s["depth"] for s in mine if s["kind"] == "message" and _uuid(s) is not None}
+            assert {u: models[u] for u in _inspect_depths(events, path, index)} == _inspect_depths(events, path, index)
+            # the run launches sub-agents at depth 1 and one (leaf, inside calc) at depth 2
+            assert {d for d, _p, _a in ref.values()} == {0, 1, 2}
+            assert {a for d, _p, a in ref.values() if d} == {"researcher", "calc", "leaf", "fetch_value", "summarize"}
+            assert {a for d, _p, a in ref.values() if not d} == ({None, "main"} if label == "react" else {None})
+
+
+def test_a_rule_selects_the_top_level_agents_calls_by_depth(logs, tmp_path):
+    fmt, paths = logs
+    path = paths["react"]
+    result, card = run_import("inspect", [path], tmp_path / "c")
+    rule = tmp_path / "r.yaml"
+    rule.write_text("rule: t.top\nfeatures:\n  top: {where: \"kind == 'tool_call' and coalesce(depth, 0) == 0\", "
+                    "agg: count}\n  sub: {where: \"kind == 'tool_call' and depth > 0\", agg: count}\n"
+                    "score: \"top * 100 + sub\"\n")
+    [run] = [r for r in rc.rescore(card, str(rule)).runs if r.rule == "t.top"]
+    per_sample = []
+    for events in _events(path):
+        ref = _reference(events)
+        tools = [ref[e["uuid"]][0] for e in events if e["event"] == "tool"]
+        per_sample.append(100 * sum(1 for d in tools if d == 0) + sum(1 for d in tools if d > 0))
+    assert per_sample == [501, 501]  # the 5 calls of the main agent (4 tools + submit); calc's call of leaf
+    assert run.results[0].value == sum(per_sample) / len(per_sample)
+
+
+def test_logs_without_span_ids_nest_by_the_order_of_their_spans(logs, tmp_path):
+    """Logs whose events carry no span_id / parent_id: spans nest as they begin and end (a tool
+    event, which Inspect writes inside the span of its call, is the caller's): the same nesting
+    as from the ids."""
+    fmt, paths = logs
+    if fmt != "json":
+        pytest.skip("one container is enough: the ids are stripped from the .json log")
+    source = json.loads(paths["generate"].read_text())
+    for sample in source["samples"]:
+        for ev in sample["events"]:
+            ev.pop("span_id", None)
+            ev.pop("parent_id", None)
+    stripped = tmp_path / "stripped.json"
+    stripped.write_text(json.dumps(source))
+    result, card = run_import("inspect", [stripped], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    assert not [n for n in result.notes if "clock" in n]
+    steps = card.steps().to_pylist()
+    refs = {}
+    for events in _events(paths["generate"]):
+        refs.update(_reference(events))
+    by_seq = {(s["episode_id"], s["seq"]): s for s in steps}
+    mine = {_uuid(s): s for s in steps if _uuid(s) is not None}
+    assert set(mine) == set(refs)
+    for uuid, s in mine.items():
+        depth, parent, agent = refs[uuid]
+        assert (s["depth"], s["agent"]) == (depth, agent), (s["kind"], s["name"])
+        assert (None if s["parent_seq"] is None else _uuid(by_seq[(s["episode_id"], s["parent_seq"])])) == parent
+
+
+def test_a_step_timed_before_its_sub_agents_span_hangs_under_the_enclosing_agent(logs, tmp_path):
+    """A clock that ran back: a model call inside the leaf agent (depth 2) stamped before the leaf's
+    span began. Its step cannot follow its parent step in time order, so it hangs under calc
+    (depth 1), and the import says so; the card validates."""
+    fmt, paths = logs
+    if fmt != "json":
+        pytest.skip("one container is enough: the .json log is edited")
+    source = json.loads(paths["generate"].read_text())
+    events = source["samples"][0]["events"]
+    leaf = next(e for e in events if e["event"] == "span_begin" and e["name"] == "leaf" and e["type"] == "agent")
+    call = next(e for e in events if e["event"] == "model" and e["span_id"] == leaf["id"])
+    calc = next(e for e in events if e["event"] == "span_begin" and e["name"] == "calc" and e["type"] == "agent")
+    call["timestamp"] = calc["timestamp"]  # after calc began, before leaf did
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(source))
+    result, card = run_import("inspect", [edited], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    steps = card.steps().to_pylist()
+    [step] = [s for s in steps if _uuid(s) == call["uuid"]]
+    moved = [s for s in steps if s["episode_id"] == step["episode_id"] and s["t"] == step["t"] and s["depth"] == 1
+             and s["agent"] == "calc" and s["kind"] == "message"]  # the call and its input message ("1+1")
+    assert [s["content"] for s in moved] == ["1+1", step["content"]]
+    assert f"{len(moved)} step(s) are timed before the span_begin of the sub-agent" in " ".join(result.notes)
+    [parent] = [s for s in steps if s["episode_id"] == step["episode_id"] and s["seq"] == step["parent_seq"]]
+    assert (step["depth"], step["agent"], _uuid(parent)) == (1, "calc", calc["uuid"])
+
+
+def test_real_logs_have_no_sub_agents_and_every_step_at_depth_0(tmp_path):
+    """None of the real logs launches a sub-agent (no agent or subtask span, no tool span with a
+    model call inside): every event step is at depth 0 with no parent."""
+    root = external("inspect")
+    paths = sorted(p for p in root.rglob("*") if p.suffix in (".eval", ".json"))
+    assert len(paths) >= 13
+    for i, path in enumerate(paths):
+        result, card = run_import("inspect", [path], tmp_path / f"c{i}")
+        steps = card.steps(columns=["depth", "parent_seq", "agent", "kind", "name"]).to_pylist()
+        for events in _events(path):
+            if any(e["event"] == "span_begin" for e in events):
+                assert {d for d, _p, _a in _reference(events).values()} == {0}, path.name
+        assert {s["parent_seq"] for s in steps} == {None} and {s["agent"] for s in steps} == {None}, path.name
+        assert {s["depth"] for s in steps} <= {0, None}, path.name
+        assert {s["depth"] for s in steps if s["kind"] != "error" or s["name"] != "error_retry"} <= {0}, path.name
