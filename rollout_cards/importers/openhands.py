@@ -24,10 +24,13 @@ the matching `delegate` observation are the sub-agent's (the parent waits while 
 delegate runs on the shared event stream): `parent_seq` = the span, `depth` + 1, `agent` =
 the delegate; then `span_end` and the observation as the call's `tool_result`. Delegations
 nest. A history that ends inside a delegation closes its spans (`payload.unclosed`).
+V1 SDK sub-agents (DelegateTool, TaskTool) run in conversations of their own, so their
+events are not in the line: a drop counts the sub-agent runs (`_v1_sub_agent_runs`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +69,7 @@ class OpenHandsImporter:
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every line of every source."""
         request.check_options(self.name, self.options)
-        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0}
+        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0, "v1_sub_agents": 0}
         for index, path in enumerate(request.sources):
             session.add_source(path, self.name, request.url(index))
             with open(path, "rb") as fh:
@@ -96,6 +99,12 @@ class OpenHandsImporter:
             session.declare_missing("steps", "the history of these lines keeps only the parent agent's events around "
                                     "a delegation (the delegate call and its observation): the sub-agent's own "
                                     "events are not in output.jsonl", count=stats["empty_delegations"])
+        if stats["v1_sub_agents"]:
+            session.declare_missing("steps", "V1 SDK sub-agents (DelegateTool `delegate`, TaskTool `task` calls) run "
+                                    "in conversations of their own (persisted under the parent's subagents/ "
+                                    "directory), so output.jsonl's history holds only the parent's call and its "
+                                    "observation with the sub-agents' final answers: the sub-agents' own events are "
+                                    "not in the card (count = sub-agent runs)", count=stats["v1_sub_agents"])
         session.note("OpenHands output.jsonl carries no aggregate score (test_result is filled by a separate "
                      "evaluation step); numeric test_result fields are score.* columns, no rule is declared")
 
@@ -223,6 +232,7 @@ def _history(history: list[Any], steps: StepBuffer, stats: dict[str, int]) -> No
             raise steps.error(f"history[{i}] is not an object")
         if "kind" in event:
             _v1(event, i, steps)
+            stats["v1_sub_agents"] += _v1_sub_agent_runs(event)
             continue
         nest = open_[-1].inner if open_ else {}
         if open_:
@@ -334,6 +344,28 @@ def _v1(event: dict[str, Any], i: int, steps: StepBuffer) -> None:
         steps.add("message", role="system", content=_str(text), payload=payload)
     else:
         steps.add("annotation", name=_str(kind), payload=payload)
+
+
+def _v1_sub_agent_runs(event: dict[str, Any]) -> int:
+    """Sub-agent runs a V1 ActionEvent launches: a DelegateTool `delegate` command runs one per
+    entry of `tasks` (`spawn` only creates them), a TaskTool call runs one (openhands-tools
+    delegate/impl.py, task/manager.py). The sub-agents' events go to their own conversations."""
+    if event.get("kind") != "ActionEvent":
+        return 0
+    action = event.get("action") if isinstance(event.get("action"), dict) else {}
+    kind = action.get("kind")
+    if kind == "TaskAction" or (kind is None and event.get("tool_name") == "task"):
+        return 1
+    if (kind == "DelegateAction" or (kind is None and event.get("tool_name") == "delegate")) and \
+            action.get("command") == "delegate":
+        tasks = action.get("tasks")
+        if isinstance(tasks, str):  # models send the tasks as JSON text at times (the SDK's issue 2216)
+            try:
+                tasks = json.loads(tasks)
+            except ValueError:
+                return 1
+        return len(tasks) if isinstance(tasks, dict) and tasks else 1
+    return 0
 
 
 def _str(value: Any) -> str | None:

@@ -209,3 +209,58 @@ def test_a_history_ending_inside_a_delegation_closes_its_span_and_one_without_su
     [drop] = [d for d in card.manifest.drops if d.target == "steps"]
     assert drop.count == 1 and "sub-agent" in drop.reason
     assert_valid(tmp_path / "c")
+
+
+def _sub_agent_events(start):
+    """A V1 parent's view of its sub-agents, as the software-agent-sdk records it: DelegateTool
+    spawn + delegate (tasks as an object, then as JSON text, as models send it at times) and a
+    TaskTool call, each with its observation (the sub-agents' own events are elsewhere)."""
+    calls = [
+        ("delegate", {"kind": "DelegateAction", "command": "spawn", "ids": ["lodging", "sights"]}),
+        ("delegate", {"kind": "DelegateAction", "command": "delegate",
+                      "tasks": {"lodging": "find hotels", "sights": "list sights"}}),
+        ("delegate", {"kind": "DelegateAction", "command": "delegate", "tasks": json.dumps({"lodging": "again"})}),
+        ("task", {"kind": "TaskAction", "prompt": "explore the repo", "subagent_type": "code_explorer"}),
+    ]
+    events = []
+    for n, (tool, action) in enumerate(calls, start):
+        cid = f"sub{n}"
+        args = {k: v for k, v in action.items() if k != "kind"}
+        events.append({"kind": "ActionEvent", "source": "agent", "id": f"a{n}", "tool_name": tool,
+                       "tool_call_id": cid, "action": action,
+                       "tool_call": {"id": cid, "name": tool, "arguments": json.dumps(args)}, "thought": []})
+        events.append({"kind": "ObservationEvent", "source": "environment", "id": f"o{n}", "tool_name": tool,
+                       "tool_call_id": cid, "observation": {"kind": "DelegateObservation", "content": [
+                           {"type": "text", "text": f"Agent lodging: done {n}"}]}})
+    return events
+
+
+def test_v1_sub_agents_are_not_in_the_line_and_are_declared_with_their_count(tmp_path):
+    """The real V1 lines with sub-agent calls added: the calls and observations stay the parent's
+    steps (depth null, nothing nested) and one drop counts the sub-agent runs whose events the
+    line lacks: 2 + 1 (delegate commands' tasks) + 1 (task) per line; spawn runs none."""
+    lines = _lines(external(V1))
+    for line in lines:
+        line["history"] = line["history"] + _sub_agent_events(len(line["history"]))
+    src = tmp_path / "output.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    _r, card = run_import("openhands", [src], tmp_path / "c")
+    runs = 0
+    for line in lines:
+        for ev in line["history"]:
+            action = ev.get("action") or {}
+            if action.get("kind") == "TaskAction":
+                runs += 1
+            elif action.get("kind") == "DelegateAction" and action["command"] == "delegate":
+                tasks = action["tasks"]
+                runs += len(json.loads(tasks) if isinstance(tasks, str) else tasks)
+    assert runs == 4 * len(lines)
+    [drop] = [d for d in card.manifest.drops if d.target == "steps" and "V1 SDK sub-agents" in d.reason]
+    assert drop.count == runs and drop.declaration == "source_missing"
+    steps = card.steps(columns=["kind", "name", "depth", "parent_seq"]).to_pylist()
+    assert sum(1 for s in steps if s["kind"] == "tool_call" and s["name"] in ("delegate", "task")) == 4 * len(lines)
+    assert {s["depth"] for s in steps} == {None} and {s["parent_seq"] for s in steps} == {None}
+    assert_valid(tmp_path / "c")
+    # the real lines alone launch no sub-agent: no such drop
+    _r, plain = run_import("openhands", [external(V1)], tmp_path / "p")
+    assert not [d for d in plain.manifest.drops if "V1 SDK sub-agents" in d.reason]
