@@ -35,9 +35,10 @@ from .json_stream import JsonStream, iter_records
 from .rule_files import rule_document
 from .session import ImportSession
 from .steps import StepBuffer
-from .swe_bench_experiments import experiments_report, is_experiments_results
+from .swe_bench_experiments import experiments_report, is_experiments_results, metadata_agent
 from .swe_bench_tests import TestColumns as _TestColumns
 from .swe_bench_tests import expand_sources as _expand
+from .swe_bench_trajs import Trajectories
 
 __all__ = ["SweBenchImporter"]
 
@@ -72,6 +73,7 @@ class SweBenchImporter:
         grid: dict[str, list[str]] = {}
         reported: dict[str, list[dict[str, Any]]] = {}
         tests = _TestColumns(instance_reports)
+        plain = 0  # episodes of run reports (not experiments submissions)
         for path, url in sources:
             experiments = is_experiments_results(path)
             report = experiments_report(path, patches, session) if experiments else _report(path)
@@ -80,8 +82,15 @@ class SweBenchImporter:
             agent = request.agent or (models[0] if len(models) == 1 and len(sources) == 1 else stem)
             if agent in grid:
                 raise ImporterError(f"two reports map to agent {agent!r}; name them apart or import them separately")
-            session.add_agent({"name": agent})
-            grid[agent] = _import_report(session, report, path, agent, patches, tests, report.pop("_rows", None))
+            submission = path.parent.parent
+            trajs = Trajectories(submission, session) if experiments else None
+            session.add_agent(metadata_agent(submission, agent, session) if experiments else {"name": agent})
+            grid[agent] = _import_report(session, report, path, agent, patches, tests, report.pop("_rows", None),
+                                         trajs)
+            if trajs is not None:
+                trajs.declare(session, agent, len(grid[agent]))
+            else:
+                plain += len(grid[agent])
             for rule_id, value in _reported(report, agent).items():
                 reported.setdefault(rule_id, []).append(value)
         _declare_rules(session, reported)
@@ -94,11 +103,14 @@ class SweBenchImporter:
                               "description": "every instance each report names"})
         n = session.episodes_written
         tests.declare(session)
-        session.add_drop(target="steps", action="unobserved", declaration="source_missing",
-                         loss_class="unavailable_source_field",
-                         reason="a SWE-bench report holds outcomes only; the agents' trajectories are not in it")
+        if plain:  # an experiments submission declares its own (swe_bench_trajs)
+            session.add_drop(target="steps", action="unobserved", declaration="source_missing",
+                             loss_class="unavailable_source_field", count=plain,
+                             reason="a SWE-bench report holds outcomes only; the agents' trajectories are not in it")
         for column in ("started_at", "ended_at", "input_tokens", "output_tokens", "total_tokens", "cost_usd"):
-            session.declare_missing(f"episodes.{column}", f"a SWE-bench report records no {column}", count=n)
+            if column in ("started_at", "ended_at") or plain:
+                session.declare_missing(f"episodes.{column}", f"a SWE-bench report records no {column}",
+                                        count=n if column in ("started_at", "ended_at") else plain)
 
 
 def _report(path: Path) -> dict[str, Any]:
@@ -119,7 +131,7 @@ def _report(path: Path) -> dict[str, Any]:
 
 def _import_report(
     session: ImportSession, report: dict[str, Any], path: Path, agent: str, patches: dict[str, tuple[str | None, str]],
-    tests: _TestColumns, extra: dict[str, dict[str, Any]] | None = None,
+    tests: _TestColumns, extra: dict[str, dict[str, Any]] | None = None, trajs: Trajectories | None = None,
 ) -> list[str]:
     """The episodes of one run report; `extra` holds further row fields per instance id."""
     sets = {name: set(report.get(name, [])) for name in _LISTS}
@@ -141,6 +153,8 @@ def _import_report(
         with session.record():
             row, steps = _episode(iid, lists, agent, path, patches, session)
             row.update((extra or {}).get(iid, {}))
+            if trajs is not None:
+                steps = trajs.fill(iid, steps, row)
             tests.add(session, row, steps, "resolved_ids" in lists)
             session.add_episode(row, steps)
     for lists, bad in sorted(conflicts.items()):

@@ -3,8 +3,8 @@
 A submission is `evaluation/<split>/<date>_<model>/` holding `all_preds.jsonl` (the
 predictions), `metadata.yaml`, `README.md`, `results/results.json`, `logs/<instance>/`
 (`report.json`, `patch.diff`, `test_output.txt`, ...) and `trajs/` (the agent's
-trajectories). `results/results.json` maps a category to the instance ids in it; this
-reads it into the harness report shape `swe_bench` imports, keeping each category:
+trajectories: swe_bench_trajs). `results/results.json` maps a category to the instance ids
+in it; this reads it into the harness report shape `swe_bench` imports, keeping each category:
 
 | results.json list | harness list (status) | why |
 |---|---|---|
@@ -23,14 +23,18 @@ those instances (the leaderboard divides by the split's size instead: see the no
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
+from ..yamldoc import StrictYamlError, load_strict_yaml
 from .json_stream import JsonStream
 from .session import ImportSession
+from .steps import json_text
 
-__all__ = ["experiments_report", "is_experiments_results"]
+__all__ = ["experiments_report", "is_experiments_results", "metadata_agent"]
 
 _TO_HARNESS = {"resolved": "resolved_ids", "no_generation": "empty_patch_ids", "no_apply": "error_ids",
                "install_fail": "error_ids", "reset_failed": "error_ids", "test_errored": "error_ids",
@@ -40,6 +44,7 @@ _WHY = {"no_apply": "the patch did not apply", "install_fail": "the environment 
         "reset_failed": "the repository could not be reset", "test_errored": "the tests errored",
         "no_logs": "the evaluation left no log", "test_timeout": "the tests timed out"}
 _MAX_CHARS = 256 * 1024 * 1024
+_MAX_YAML_BYTES = 1024 * 1024
 
 
 def is_experiments_results(path: Path) -> bool:
@@ -89,7 +94,61 @@ def experiments_report(path: Path, patches: dict[str, Any], session: ImportSessi
         rows[iid] = row
     report["_rows"] = rows
     session.note(f"{path}: an experiments-style submission; swe_bench.resolved_rate is resolved over the "
-                 f"{len(instances)} instance(s) predicted or listed (the leaderboard divides by the split's size); "
-                 "trajs/ are not merged into this card (import them with `rcard import swe-agent` or "
-                 "`mini-swe-agent`)")
+                 f"{len(instances)} instance(s) predicted or listed (the leaderboard divides by the split's size)")
     return report
+
+
+def metadata_agent(submission: Path, agent: str, session: ImportSession) -> dict[str, Any]:
+    """The provenance agent of a submission from its `metadata.yaml`, in either form the
+    experiments repository has used: flat (`name`, `oss`, `site`, `verified`) or `info`
+    (`name`, `site`, `report`, `authors`) + `tags` (`model` list, `org`, `os_model`,
+    `os_system`, `checked`, `system.attempts`). `model` = the tags' model(s); the rest are
+    `parameters` (`leaderboard_name`, ...); the whole file is in card meta `swe_bench_experiments`."""
+    path = submission / "metadata.yaml"
+    if path.is_symlink() or not path.is_file():
+        return {"name": agent}
+    if path.stat().st_size > _MAX_YAML_BYTES:
+        raise SourceFormatError(f"is larger than {_MAX_YAML_BYTES} bytes", file=str(path))
+    try:
+        doc, lines = load_strict_yaml(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(f"is not UTF-8: {exc.reason}", file=str(path)) from None
+    except StrictYamlError as exc:
+        raise SourceFormatError(f"is not valid YAML: {exc}", file=str(path)) from None
+    if not isinstance(doc, dict):
+        raise SourceFormatError("is not a mapping (a submission's metadata)", file=str(path))
+    session.add_source(path, "swe-bench-experiments-metadata", None)
+    plain = json.loads(json_text(_jsonable(doc)))
+    info = plain.get("info") if isinstance(plain.get("info"), dict) else {}
+    tags = plain.get("tags") if isinstance(plain.get("tags"), dict) else {}
+    system = tags.get("system") if isinstance(tags.get("system"), dict) else {}
+    models = tags.get("model")
+    if isinstance(models, list) and all(isinstance(m, str) for m in models) and models:
+        model: str | None = ", ".join(models)
+    else:
+        model = models if isinstance(models, str) and models else None
+        if models is not None and model is None:
+            line = lines.get(("tags", "model"))
+            raise SourceFormatError("tags.model is not a model name or a list of them", file=str(path),
+                                    record=f"line {line}" if line else "tags.model")
+    parameters = {
+        "leaderboard_name": info.get("name", plain.get("name")), "site": info.get("site", plain.get("site")),
+        "report": info.get("report"), "authors": info.get("authors"), "org": tags.get("org"),
+        "oss": plain.get("oss"), "os_model": tags.get("os_model"), "os_system": tags.get("os_system"),
+        "verified": plain.get("verified"), "checked": tags.get("checked"), "attempts": system.get("attempts"),
+    }
+    session.set_meta("swe_bench_experiments", {"metadata": plain})
+    return {"name": agent, "model": model, "parameters": {k: v for k, v in parameters.items() if v is not None}}
+
+
+def _jsonable(value: Any) -> Any:
+    """YAML values as JSON ones (a date or time becomes its ISO text)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # .nan, .inf: JSON has no such number
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
