@@ -4,7 +4,11 @@
 column may widen to float), refuses a repeated episode id, derives `n_steps`, and
 writes a chunk whenever it holds `chunk_episodes` episodes or `chunk_steps` steps —
 so memory is bounded by the chunk. A column that is null in a whole chunk is left
-out of that chunk (finalize fills it with nulls of the column's type).
+out of that chunk (finalize fills it with nulls of the column's type). A column that is
+null in every row of the import (a field every source record leaves empty) still exists
+in the card, all null — a rule the importer declares over it must find it: its type is
+the one `declare` gave, else float64 for `score.*` (grader outputs a rule averages) and
+string for the others; `finish` writes it as a zero-row part.
 
 An episode's `episode_id`, `task_id` and `agent` are at most `MAX_LABEL_CHARS`
 characters: drop selectors, redaction specs and rules' groups name episodes by them in
@@ -90,6 +94,8 @@ class ChunkedTables:
         self.episodes = 0
         self.steps = 0
         self.time_inversions = 0  # steps whose time is earlier than the step before them
+        self._nulls: set[str] = set()  # extra columns given as None in some row
+        self._written: set[str] = set()  # columns of the episode chunks written
 
     def declare(self, column: str, kind: str) -> None:
         """Fix the type of an extra column ('bool', 'int', 'float' or 'str') before any value."""
@@ -142,6 +148,8 @@ class ChunkedTables:
             elif value is not None:
                 self._check_extra(column, value, steps)
                 out[column] = value
+            else:
+                self._nulls.add(column)
         rows = steps.rows
         out["n_steps"] = len(rows)
         if rows:
@@ -181,10 +189,23 @@ class ChunkedTables:
             ]
             self._writer.write_steps(pa.Table.from_arrays(arrays, schema=_STEP_SCHEMA))
 
+    def finish(self) -> None:
+        """Write what is buffered, and every column no row gave a value (see the module docstring)."""
+        self.flush()
+        untyped = sorted(self._nulls - self._written)
+        if untyped:
+            for column in untyped:
+                self._types.setdefault(column, "float" if column.startswith("score.") else "str")
+            schema = pa.schema([*(pa.field(c.name, pa.string() if pa.types.is_dictionary(c.type) else c.type)
+                                  for c in EPISODE_COLUMNS),
+                                *(pa.field(c, ARROW_OF_KIND[self._types[c]]) for c in untyped)])
+            self._writer.write_episodes(schema.empty_table())
+
     def _episode_table(self, rows: list[dict[str, Any]]) -> pa.Table:
         names: dict[str, None] = {}
         for row in rows:
             names.update(dict.fromkeys(row))
+        self._written.update(names)
         arrays, fields = [], []
         for name in names:
             values = [row.get(name) for row in rows]

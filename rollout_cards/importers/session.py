@@ -385,7 +385,7 @@ class ImportSession:
             raise SourceFormatError(
                 f"no episodes could be imported from {', '.join(s.name for s in self._sources) or 'the sources'}{detail}"
             )
-        self._tables.flush()
+        self._tables.finish()
         self._malformed_drops()
         self._orphan_drops()
         if self._tables.time_inversions:

@@ -282,6 +282,29 @@ MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes | None]] = {
     "key": lambda d, r: _replace(d, r, _KEY, r.choice([b'"' + b"k" * (3 << 20) + b'"', b'"' + b"k" * 70_000 + b'"',
                                                        b'""', b'"a.b"', b'"\\u0000"', b'"x y\'z"', b'"score"'])),
 }
+_SCALAR = rb'(?:"(?:[^"\\\n]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false)'
+
+
+def _everywhere(data: bytes, rng: random.Random, drop: bool) -> bytes | None:
+    """One key, in every record that has it: its scalar value made null, or the member removed —
+    a field the source leaves empty in all its records (a column every row leaves null)."""
+    keys = sorted(set(re.findall(rb'"([^"\\\n]{1,40})":\s*' + _SCALAR, data)))
+    if not keys:
+        return None
+    name = rb'"' + re.escape(rng.choice(keys)) + rb'":'
+    member = name + rb"\s*" + _SCALAR
+    if drop:
+        new = re.sub(member + rb"\s*,\s*", b"", data)
+        new = re.sub(rb",\s*" + member + rb"(?=\s*})", b"", new)
+        new = re.sub(rb"\{\s*" + member + rb"\s*\}", b"{}", new)
+    else:
+        new = re.sub(rb"(" + name + rb"\s*)" + _SCALAR, rb"\1null", data)
+    return new if new != data else None
+
+
+MUTATIONS["null-everywhere"] = lambda d, r: _everywhere(d, r, drop=False)
+MUTATIONS["dropped-everywhere"] = lambda d, r: _everywhere(d, r, drop=True)
+
 #: Mutations of the input as a whole rather than of one file's bytes.
 STRUCTURAL = ("missing-file", "empty-file")
 

@@ -230,3 +230,33 @@ def test_a_card_json_over_the_reader_limit_is_a_source_error(tmp_path, monkeypat
     assert "card.json would be" in str(err.value) and "src.json" in str(err.value)
     session.abort()
     assert not (tmp_path / "card").exists()
+
+
+@pytest.mark.parametrize("chunk", [{}, {"chunk_episodes": 2, "chunk_steps": 4}])
+def test_a_column_null_in_every_row_exists_all_null(tmp_path, chunk):
+    """A field every source record leaves empty: the column the importer wrote (key given, value
+    None) is in the card, all null, typed as declared, else float64 for score.* and string for
+    the others — a rule the importer declares over it finds it (it was missing: rule-invalid)."""
+    session = _session(tmp_path / "card", **chunk)
+    session.declare("meta.flag", "bool")
+    for i in range(5):
+        _episode(session, i, **{"score.reward": None, "meta.note": None, "meta.flag": None, "score.typed": float(i)})
+    session.finish()
+    card = rc.open(tmp_path / "card")
+    episodes = card.episodes()
+    for column, typ in (("score.reward", pa.float64()), ("meta.note", pa.string()), ("meta.flag", pa.bool_()),
+                        ("score.typed", pa.float64())):
+        assert episodes.schema.field(column).type == typ, column
+    assert episodes.column("score.reward").null_count == episodes.num_rows == 5
+    assert episodes.column("score.typed").to_pylist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    from rollout_cards.validate import validate
+
+    assert validate(tmp_path / "card").valid
+    [run] = [r for r in rc.rescore(card, _mean_rule(tmp_path, "score.reward")).runs]
+    assert run.results[0].n == 0 and run.results[0].n_missing_excluded == 5
+
+
+def _mean_rule(tmp_path, column):
+    path = tmp_path / "r.yaml"
+    path.write_text(f"rule: t.mean\nscore: \"{column}\"\non_missing: exclude\n")
+    return str(path)
