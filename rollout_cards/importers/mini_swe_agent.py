@@ -31,12 +31,11 @@ from typing import Any
 from ..errors import SourceFormatError
 from ..jsondoc import MISS, fast_decode
 from ..model.card import Software
-from ..yamldoc import StrictYamlError, load_strict_yaml
 from .base import ImportRequest
 from .json_stream import JsonStream, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession
-from .source_dir import children, regular_file
+from .source_dir import children, read_yaml, regular_file
 from .source_values import integer, number, text
 from .steps import StepBuffer, json_text
 
@@ -229,14 +228,7 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
 
 
 def _exit_statuses(path: Path) -> dict[str, str]:
-    if path.stat().st_size > _MAX_YAML_BYTES:
-        raise SourceFormatError(f"is larger than {_MAX_YAML_BYTES} bytes", file=str(path))
-    try:
-        doc, lines = load_strict_yaml(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(f"is not UTF-8: {exc.reason}", file=str(path)) from None
-    except StrictYamlError as exc:
-        raise SourceFormatError(f"is not valid YAML: {exc}", file=str(path)) from None
+    doc, lines = read_yaml(path, max_bytes=_MAX_YAML_BYTES)
     by_status = doc.get("instances_by_exit_status") if isinstance(doc, dict) else None
     if not isinstance(by_status, dict):
         raise SourceFormatError("has no instances_by_exit_status mapping", file=str(path))

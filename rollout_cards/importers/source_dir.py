@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import SourceFormatError
+from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 
-__all__ = ["MAX_ENTRIES", "children", "regular_file"]
+__all__ = ["MAX_ENTRIES", "children", "read_yaml", "regular_file"]
 
 #: Entries of one directory looked at, at most.
 MAX_ENTRIES = 1_000_000
@@ -35,6 +36,19 @@ def regular_file(path: Path, *, what: str = "file") -> Path:
     if not stat.S_ISREG(mode):
         raise SourceFormatError("is not a regular file", file=str(path))
     return path
+
+
+def read_yaml(path: Path, *, max_bytes: int) -> tuple[object, dict[YamlPath, int]]:
+    """A source's YAML file (at most `max_bytes`, strict UTF-8, the strict loader) and the line of
+    each key path; every problem a SourceFormatError naming the file."""
+    if path.stat().st_size > max_bytes:
+        raise SourceFormatError(f"is larger than {max_bytes} bytes", file=str(path))
+    try:
+        return load_strict_yaml(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(f"is not UTF-8: {exc.reason}", file=str(path)) from None
+    except StrictYamlError as exc:
+        raise SourceFormatError(f"is not valid YAML: {exc}", file=str(path)) from None
 
 
 def children(directory: Path) -> Iterator[tuple[str, Path, bool]]:

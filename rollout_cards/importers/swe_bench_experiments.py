@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
-from ..yamldoc import StrictYamlError, load_strict_yaml
 from .json_stream import JsonStream
 from .session import ImportSession
+from .source_dir import read_yaml
 from .steps import json_text
 
 __all__ = ["experiments_report", "is_experiments_results", "metadata_agent"]
@@ -107,14 +107,7 @@ def metadata_agent(submission: Path, agent: str, session: ImportSession) -> dict
     path = submission / "metadata.yaml"
     if path.is_symlink() or not path.is_file():
         return {"name": agent}
-    if path.stat().st_size > _MAX_YAML_BYTES:
-        raise SourceFormatError(f"is larger than {_MAX_YAML_BYTES} bytes", file=str(path))
-    try:
-        doc, lines = load_strict_yaml(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(f"is not UTF-8: {exc.reason}", file=str(path)) from None
-    except StrictYamlError as exc:
-        raise SourceFormatError(f"is not valid YAML: {exc}", file=str(path)) from None
+    doc, lines = read_yaml(path, max_bytes=_MAX_YAML_BYTES)
     if not isinstance(doc, dict):
         raise SourceFormatError("is not a mapping (a submission's metadata)", file=str(path))
     session.add_source(path, "swe-bench-experiments-metadata", None)
