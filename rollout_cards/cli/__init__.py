@@ -116,6 +116,16 @@ def paths_or_uris(values: list[str] | str) -> list[str] | str:
     return values
 
 
+def finite(value: float | list[float] | None) -> float | list[float] | None:
+    """Typer callback: a float option is a finite number (typer accepts 'nan' and 'inf')."""
+    import math
+
+    for v in value if isinstance(value, list) else [value]:
+        if v is not None and not math.isfinite(v):
+            raise typer.BadParameter(f"{v} is not a finite number")
+    return value
+
+
 def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call a library function, turning its errors into messages and exit codes; its progress
     is shown on stderr while it runs when stderr is a terminal (cli/progress.py)."""

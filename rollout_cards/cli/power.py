@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import app, run
+from . import app, finite, run
 
 if TYPE_CHECKING:
     from ..rules.power import PowerReport
@@ -67,7 +67,8 @@ def power(
     card: Annotated[Path, typer.Argument(help="Card directory or packed .rcard file.")],
     rule: Annotated[str, typer.Option("--rule", "-r", help="A rule file, or the id of a rule the card declares.")],
     delta: Annotated[
-        float | None, typer.Option("--delta", help="True difference to detect (default: the observed one).")
+        float | None, typer.Option("--delta", help="True difference to detect (default: the observed one).",
+                                   callback=finite)
     ] = None,
     alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Two-sided level.")] = 0.05,
     power_: Annotated[float, typer.Option("--power", min=0.0, max=1.0, help="Target power.")] = 0.8,

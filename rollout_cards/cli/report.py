@@ -43,10 +43,10 @@ def report(
     """
     from ..report import SampleLimits, build_report, check_target, write_report
 
-    run(check_target, output, overwrite=overwrite)
+    run(check_target, output, overwrite=overwrite, card=card)
     html_text = run(
         build_report, card, list(rule or []), seed=seed, limits=SampleLimits(episodes=episodes),
         check=check, public_key=pubkey, signature=signature,
     )
-    path = run(write_report, html_text, output, overwrite=overwrite)
+    path = run(write_report, html_text, output, overwrite=overwrite, card=card)
     typer.echo(f"wrote {path} ({len(html_text.encode('utf-8')):,} bytes)")

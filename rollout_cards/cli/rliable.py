@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import app, run
+from . import app, finite, run
 
 if TYPE_CHECKING:
     from ..rules.runs_tasks import RunsTasksReport
@@ -49,8 +49,8 @@ def rliable(
     rule: Annotated[str, typer.Option("--rule", "-r", help="A rule file, or the id of a rule the card declares.")],
     runs: Annotated[str, typer.Option("--runs", help="Episode column naming the run (seed).")] = "run_id",
     tasks: Annotated[str, typer.Option("--tasks", help="Episode column naming the task.")] = "task_id",
-    tau: Annotated[list[float] | None, typer.Option("--tau", help="Profile threshold; repeat for more.")] = None,
-    gamma: Annotated[float, typer.Option("--gamma", help="Target of the optimality gap.")] = 1.0,
+    tau: Annotated[list[float] | None, typer.Option("--tau", help="Profile threshold; repeat for more.", callback=finite)] = None,
+    gamma: Annotated[float, typer.Option("--gamma", help="Target of the optimality gap.", callback=finite)] = 1.0,
     task_bootstrap: Annotated[bool, typer.Option("--task-bootstrap", help="Resample tasks too.")] = False,
     resamples: Annotated[int, typer.Option("--resamples", min=2, help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the numpy Generator.")] = 0,

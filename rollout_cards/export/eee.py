@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExportError
+from ..io.targets import directory_target, local_paths
 from ..rules.engine import apply_rule
 from ..rules.loader import declared_rules, load_rule
 from ..rules.results import GroupResult, RuleRun
@@ -229,6 +230,7 @@ def export_eee(
     (default: now)."""
     if relationship not in RELATIONSHIPS:
         raise ExportError(f"evaluator relationship {relationship!r} is not one of {', '.join(RELATIONSHIPS)}")
+    directory_target(out, inputs=local_paths(card.source), what="the export")
     manifest = card.manifest
     names = set(card.schema("episodes").names)
     keep = [c for c in _EPISODE_COLUMNS if c in names]

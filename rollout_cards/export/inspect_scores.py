@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import RuleError
+from ..io.targets import file_target, local_paths, open_output
 from ..rules.engine import apply_rule
 from ..rules.loader import declared_rules, load_rule
 
@@ -86,15 +86,14 @@ def score_records(card: Any, rule: str) -> list[dict[str, Any]]:
 
 def export_inspect_scores(card: Any, rule: str, out: str | os.PathLike[str]) -> int:
     """Write `rule`'s scores on `card` to `out` (JSON Lines for .jsonl, else a JSON array); returns the count."""
+    inputs = local_paths(card.source)
+    path = file_target(out, overwrite=True, inputs=inputs, what="the scores")
     records = score_records(card, rule)
-    path = Path(out)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with open_output(path, overwrite=True, inputs=inputs, what="the scores") as fh:
         if path.suffix.lower() == ".jsonl":
             for r in records:
                 fh.write(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n")
         else:
             json.dump(records, fh, ensure_ascii=False, allow_nan=False, indent=1)
             fh.write("\n")
-    os.replace(tmp, path)
     return len(records)

@@ -18,7 +18,7 @@ from ..model.card import CardManifest
 from .hashing import CHUNK, root_digest
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 from .reader import DirectorySource
-from .targets import make_parent, refuse_link
+from .targets import make_parent, refuse_link, refuse_special
 from .ustar import end_of_archive, file_header, padding
 
 __all__ = ["MANIFEST", "PackResult", "copy_hashed", "pack_card"]
@@ -59,6 +59,7 @@ def _card_listing(root: Path, manifest: CardManifest) -> None:
 
 def _output_temp(out: Path, overwrite: bool, suffix: str) -> Path:
     refuse_link(out)
+    refuse_special(out)
     if out.exists() and not overwrite:
         raise RolloutCardError(f"{out} exists; choose another name or pass --overwrite")
     make_parent(out)

@@ -25,6 +25,7 @@ from packaging.licenses import InvalidLicenseExpression, canonicalize_license_ex
 from ..errors import CardFormatError, Problem, RolloutCardError
 from ..io.finalize import refresh_manifest
 from ..io.reader import Card, open_card
+from ..io.targets import file_target, write_output
 from ..summary import summarize
 from ..tables import TerminalStatus
 from ..yamldoc import load_strict_yaml
@@ -334,6 +335,8 @@ def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] 
         out = root / "README.md"
     if out is not None and os.path.lexists(out) and not overwrite:
         raise RolloutCardError(f"{out} exists; pass --overwrite to replace it")
+    if out is not None and not into:
+        file_target(out, overwrite=overwrite, inputs=[src], what="the dataset card")
     card = open_card(src, verify=verify)
     card.verify_all(wait=False)  # every table and rule file, hashed while the card is rendered
     if check is not None:
@@ -348,7 +351,6 @@ def write_dataset_card(src: str | os.PathLike[str], out: str | os.PathLike[str] 
         if into:
             refresh_manifest(Path(src), files={"README.md": text.encode("utf-8")})
         else:
-            with open(out, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            write_output(out, text, overwrite=overwrite, inputs=[src], what="the dataset card")
     return result
 

@@ -23,6 +23,7 @@ from ..errors import CardFormatError, RolloutCardError, SignatureError
 from ..io.hashing import root_digest, sha256_stream
 from ..io.manifest import MAX_MANIFEST_BYTES, dump_manifest, load_json_document, parse_manifest
 from ..io.reader import CardSource, open_card
+from ..io.targets import file_target, write_output
 from ._files import read_small_file
 
 __all__ = [
@@ -84,16 +85,14 @@ def generate_keypair(private_path: str | os.PathLike[str], public_path: str | os
                                         serialization.NoEncryption())
     public_pem = private.public_key().public_bytes(serialization.Encoding.PEM,
                                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+    if os.path.abspath(private_path) == os.path.abspath(public_path):
+        raise RolloutCardError(f"--private and --public are the same file ({private_path}); give two paths")
     for path in (private_path, public_path):
-        if Path(path).exists():
+        if os.path.lexists(path):
             raise RolloutCardError(f"{path} exists; refusing to overwrite a key")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(private_path, flags, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(private_pem)
-    fd = os.open(public_path, flags, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(public_pem)
+        file_target(path, what="a key")
+    write_output(private_path, private_pem, what="the private key", permissions=0o600)
+    write_output(public_path, public_pem, what="the public key")
     return key_id(private.public_key())
 
 
@@ -135,6 +134,8 @@ def sign_card(card: str | os.PathLike[str], private_key: str | os.PathLike[str],
               out: str | os.PathLike[str] | None = None) -> Path:
     """Check the card's files against its inventory, then write a detached signature (JSON)
     to `out` (default `<card>.sig`); returns its path."""
+    path = Path(out) if out is not None else default_signature_path(card)
+    file_target(path, overwrite=True, inputs=[card], what="the signature")
     key = _load_key(private_key, private=True)
     opened = open_card(card)
     card_id, version, digest = _card_digest(opened.source, opened.path, check_files=True)
@@ -149,9 +150,8 @@ def sign_card(card: str | os.PathLike[str], private_key: str | os.PathLike[str],
         "root_digest": opened.manifest.inventory.root_digest,
         "signature": base64.b64encode(signature).decode("ascii"),
     }
-    path = Path(out) if out is not None else default_signature_path(card)
-    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    return write_output(path, json.dumps(document, indent=2, sort_keys=True) + "\n", overwrite=True, inputs=[card],
+                        what="the signature")
 
 
 @dataclass(frozen=True)

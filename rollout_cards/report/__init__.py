@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import RolloutCardError
+from ..io.targets import file_target, write_output
 from ..rules.rescore import RuleSource
 from .data import ReportData, SampleLimits, gather
 from .page import render_html
@@ -36,28 +37,18 @@ def build_report(
     return render_html(data, generated_by=f"rollout-cards {__version__}")
 
 
-def check_target(out: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Refuse an existing `out` (a file or a link) unless `overwrite`; before any work is done."""
-    target = Path(out)
-    if os.path.lexists(target) and not overwrite:
-        raise RolloutCardError(f"{target} exists; pass --overwrite to replace it")
-    if target.is_dir():
-        raise RolloutCardError(f"{target} is a directory; give a file name such as report.html")
-    return target
+def check_target(out: str | os.PathLike[str], *, overwrite: bool = False,
+                 card: str | os.PathLike[str] | None = None) -> Path:
+    """Refuse, before any work is done, an existing `out` unless `overwrite`, a directory, a
+    link, and a path in `card` (the report would replace or add a file of the card)."""
+    return file_target(out, overwrite=overwrite, inputs=[] if card is None else [card], what="the report")
 
 
-def write_report(html_text: str, out: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+def write_report(html_text: str, out: str | os.PathLike[str], *, overwrite: bool = False,
+                 card: str | os.PathLike[str] | None = None) -> Path:
     """Write the page to `out` through a new temporary file and a rename (never a torn page)."""
-    target = check_target(out, overwrite=overwrite)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(tmp, flags, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(html_text)
-        os.replace(tmp, target)
+        return write_output(out, html_text, overwrite=overwrite, inputs=[] if card is None else [card],
+                            what="the report")
     except OSError as exc:
-        raise RolloutCardError(f"cannot write {target}: {exc.strerror or exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+        raise RolloutCardError(f"cannot write {out}: {exc.strerror or exc}") from None

@@ -108,3 +108,82 @@ def test_negative_counts_are_refused_by_the_writer_and_found_by_the_validator(tm
     refresh_manifest(bad)  # a re-hashed inventory: only the value is wrong
     result = _invoke("validate", bad)
     assert result.exit_code == 1 and "value-negative" in result.output and "trial is -1" in result.output
+
+
+def _snapshot(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("packed_input", [False, True])
+def test_no_output_is_written_into_the_card_it_is_made_from(tmp_path, packed_input):
+    """A report, signature, dataset card or export named inside its input card (or as the
+    packed card itself) would replace the card's data or make it invalid: refused before any
+    work, the card byte for byte unchanged. Before: `report -o CARD/steps.parquet --overwrite`,
+    `sign -o CARD/card.json`, `card -o CARD/card.json --overwrite` replaced those files, and
+    `report -o CARD.rcard --overwrite` the packed card."""
+    src = tmp_path / "c"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", src)
+    keys = tmp_path / "k.pem", tmp_path / "k.pub"
+    assert _invoke("keygen", "--private", keys[0], "--public", keys[1]).exit_code == 0
+    card = src
+    if packed_input:
+        card = tmp_path / "c.rcard"
+        rc.pack_card(src, card)
+    targets = [card] if packed_input else [card / "steps.parquet", card / "card.json", card / "new.html", card]
+    before = card.read_bytes() if packed_input else _snapshot(card)
+    rule = "synthetic.success_rate"
+    for target in targets:
+        for args in (["report", card, "-o", target, "--overwrite", "--no-check"],
+                     ["sign", card, "--key", keys[0], "-o", target],
+                     ["card", card, "-o", target, "--overwrite"],
+                     ["export", "inspect-scores", card, "--rule", rule, "-o", target],
+                     ["export", "eee", card, "-o", target]):
+            result = _invoke(*args)
+            assert result.exit_code == 2, (args, result.output)
+            assert str(target) in result.output, (args, result.output)
+    assert (card.read_bytes() if packed_input else _snapshot(card)) == before
+    assert _invoke("validate", card, "--no-replay").exit_code == 0
+
+
+def test_output_files_are_checked_before_any_work(tmp_path):
+    """Outputs that cannot be written are usage errors with the path, never an internal error:
+    an existing file where `export eee` wants a directory, one key path for both keys."""
+    (tmp_path / "e").write_text("x")
+    result = _invoke("export", "eee", FIXTURE_CARDS / "synthetic", "-o", tmp_path / "e")
+    assert result.exit_code == 2 and "exists and is not a directory" in result.output, result.output
+    result = _invoke("keygen", "--private", tmp_path / "k", "--public", tmp_path / "k")
+    assert result.exit_code == 2 and "the same file" in result.output, result.output
+    assert not (tmp_path / "k").exists()
+    (tmp_path / "victim").write_text("v")
+    (tmp_path / "s.sig").symlink_to(tmp_path / "victim")
+    keys = tmp_path / "k.pem", tmp_path / "k.pub"
+    assert _invoke("keygen", "--private", keys[0], "--public", keys[1]).exit_code == 0
+    result = _invoke("sign", FIXTURE_CARDS / "minimal", "--key", keys[0], "-o", tmp_path / "s.sig")
+    assert result.exit_code == 1 and "is a symbolic link" in result.output, result.output
+    assert (tmp_path / "victim").read_text() == "v"
+
+
+@pytest.mark.parametrize("args", [["power", "--delta", "nan"], ["power", "--delta", "-inf"],
+                                  ["rliable", "--tau", "nan"], ["rliable", "--gamma", "inf"]])
+def test_non_finite_numeric_options_are_usage_errors(args):
+    result = _invoke(args[0], FIXTURE_CARDS / "synthetic", "--rule", "synthetic.success_rate", *args[1:])
+    assert result.exit_code == 2 and "is not a finite number" in result.output, result.output
+
+
+def test_an_output_that_is_a_fifo_or_device_is_refused_and_left_in_place(tmp_path):
+    """The new file is renamed onto the output path, which would replace a FIFO or a device
+    node by a regular file: `rcard pack CARD -o /dev/null --overwrite`, run as root, replaced
+    the system's /dev/null. Refused (exit 1, the kind of file named), the node left as it was."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    keys = tmp_path / "k.pem", tmp_path / "k.pub"
+    assert _invoke("keygen", "--private", keys[0], "--public", keys[1]).exit_code == 0
+    card = FIXTURE_CARDS / "synthetic"
+    for args in (["pack", card, "-o", fifo, "--overwrite"], ["report", card, "-o", fifo, "--overwrite", "--no-check"],
+                 ["sign", card, "--key", keys[0], "-o", fifo], ["card", card, "-o", fifo, "--overwrite"],
+                 ["export", "inspect-scores", card, "--rule", "synthetic.success_rate", "-o", fifo],
+                 ["export", "eee", card, "-o", fifo]):
+        result = _invoke(*args)
+        assert result.exit_code == 1 and "is a FIFO (named pipe), not a regular file" in result.output, (args,
+                                                                                                     result.output)
+        assert fifo.is_fifo()
