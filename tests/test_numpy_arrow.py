@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollout_cards.numpy_arrow import bool_array, dictionary_codes, int64_array, validity
+from rollout_cards.numpy_arrow import (
+    bool_array,
+    check_batch,
+    dictionary_codes,
+    int64_array,
+    validity,
+)
 
 ints = st.lists(st.integers(-(2**63), 2**63 - 1), max_size=300)
 
@@ -56,3 +62,56 @@ def test_dictionary_codes_and_validity_read_from_the_buffers(indices, offset, in
     assert dictionary_codes(column, -7).tolist() == [-7 if i is None else i for i in expected]
     if column.indices.null_count:
         assert validity(column.indices).tolist() == [i is not None for i in expected]
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(-3, 12)), max_size=100), st.integers(0, 10),
+       st.integers(0, 5), st.sampled_from([pa.int8(), pa.int16(), pa.int32(), pa.int64()]))
+def test_dictionary_codes_keep_their_width_unless_the_null_code_needs_more(indices, words, null_code, index_type):
+    column = pa.DictionaryArray.from_arrays(pa.array(indices, index_type), pa.array([f"w{i}" for i in range(words)]),
+                                            safe=False)
+    for code in (null_code, 300, -(2**40)):
+        codes = dictionary_codes(column, code)
+        assert codes.tolist() == [code if i is None else i for i in indices]
+        assert codes.dtype.itemsize >= np.dtype(index_type.to_pandas_dtype()).itemsize
+        if None not in indices:
+            assert codes.dtype == np.dtype(index_type.to_pandas_dtype())  # a view, not widened
+
+
+def _string_array(values: list[bytes | None]) -> pa.Array:
+    """A string array over raw bytes, which may be invalid UTF-8 (pa.array would refuse them)."""
+    data = b"".join(v or b"" for v in values)
+    offsets = np.concatenate([[0], np.cumsum([len(v or b"") for v in values])]).astype(np.int32)
+    mask = None if None not in values else bool_array([v is not None for v in values])
+    validity_buffer = None if mask is None else mask.buffers()[1]
+    return pa.Array.from_buffers(pa.string(), len(values), [validity_buffer, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _validates(batch: pa.RecordBatch, check) -> bool:
+    try:
+        check(batch)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+words_bytes = st.lists(st.one_of(st.none(), st.sampled_from([b"a", b"bb", b"", b"\xff", b"\xc3\xa9", b"\xc3"])),
+                       max_size=6)
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(-2, 7)), max_size=60), words_bytes, st.integers(0, 4),
+       st.sampled_from([pa.int8(), pa.int32()]), st.lists(st.sampled_from([b"x", b"\xfe", None]), max_size=3))
+def test_check_batch_accepts_and_refuses_what_full_validation_does(indices, words, offset, index_type, plain):
+    # out-of-range indices (also at null rows, which full validation ignores), invalid UTF-8 in
+    # the dictionary or in a plain column, an empty dictionary, sliced arrays
+    column = pa.DictionaryArray.from_arrays(pa.array(indices, index_type), _string_array(words), safe=False)
+    n = len(indices)
+    other = _string_array([plain[i % len(plain)] if plain else b"y" for i in range(n)])
+    batch = pa.record_batch({"d": column, "s": other, "i": pa.array(range(n))}).slice(min(offset, n))
+    full = _validates(batch, lambda b: b.validate(full=True))
+    assert _validates(batch, check_batch) == full
+
+
+def test_check_batch_names_the_column_and_the_row():
+    column = pa.DictionaryArray.from_arrays(pa.array([0, 1, 9], pa.int32()), pa.array(["a", "b"]), safe=False)
+    with pytest.raises(pa.ArrowInvalid, match=r"column 'name': dictionary index 9 at row 2 is out of bounds"):
+        check_batch(pa.record_batch({"name": column}))

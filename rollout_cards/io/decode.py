@@ -39,6 +39,8 @@ DECODE_FLOOR = 64 * 1024 * 1024
 DECODE_RATIO = 1000
 #: Decoded variable-width bytes handed out in one batch (larger batches are sliced).
 BATCH_DECODED_BYTES = 256 * 1024 * 1024
+#: Dictionaries up to this size are counted value by value (larger ones by bincount).
+_FEW_VALUES = 8
 
 
 def variable_width(t: pa.DataType) -> bool:
@@ -75,8 +77,13 @@ def _column_bytes(arr: pa.Array) -> int:
     lengths = _lengths(arr)
     if not len(lengths):
         return 0
-    uses = np.bincount(_indices(arr), minlength=len(lengths))
-    return int(uses[: len(lengths)] @ lengths)
+    codes = _indices(arr)
+    if len(lengths) <= _FEW_VALUES:
+        # a comparison pass per value: bincount's increments of a few counters wait on each other
+        uses = np.array([np.count_nonzero(codes == j) for j in range(len(lengths))], dtype=np.int64)
+    else:
+        uses = np.bincount(codes, minlength=len(lengths))[: len(lengths)]
+    return int(uses @ lengths)
 
 
 class DecodeBudget:

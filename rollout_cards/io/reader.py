@@ -22,6 +22,7 @@ import pyarrow.fs as pafs
 
 from ..errors import CardFormatError
 from ..model.card import CardManifest, TableRef
+from ..numpy_arrow import check_batch
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column
 from .decode import DecodeBudget, variable_width
 from .integrity import FileVerifier
@@ -190,7 +191,7 @@ def _decoded(raw: pa.RecordBatch, budget: DecodeBudget, schema: pa.Schema, expan
     (with `encoded`: checked and charged to the budget, left encoded, not filtered)."""
     # Corrupt pages can decode into invalid UTF-8 or offsets that pyarrow does not
     # check on read; catch them here rather than deep inside whoever uses the values.
-    raw.validate(full=True)
+    check_batch(raw)
     if encoded:
         budget.charge(raw, set(expand))
         yield raw

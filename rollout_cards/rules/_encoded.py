@@ -8,25 +8,42 @@ values that occur in the batch (a few rows) and the result is mapped back to the
 through the indices, without expanding a string. Otherwise the batch is evaluated as is
 (`Expression.evaluate` decodes dictionaries itself).
 
-    evaluate(expr, batch) -> pa.Array          the same values as expr.evaluate(batch)
-    evaluate_mask(expr, batch) -> bool ndarray  a boolean expression, null as False
+A `PerValue` evaluator remembers the combinations it has evaluated for the dictionaries
+of recent batches (Parquet gives each row group its own dictionary, usually the same few
+values in one of a few orders), so a scan evaluates the expression a few times in all,
+and per batch only maps codes: one pass to combine them, one to look the results up.
+Only combinations that occur in a batch are ever evaluated (an expression may fail on
+values that no row holds, e.g. an overflow).
+
+    PerValue(expr).values(batch) -> pa.Array   the same values as expr.evaluate(batch)
+    PerValue(expr).mask(batch) -> bool ndarray a boolean expression, null as False
+    evaluate(expr, batch), evaluate_mask(expr, batch): the same, without memory
     decoded(array) -> the array with a dictionary cast to its value type
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..expr import Expression
-from ..numpy_arrow import dictionary_codes
+from ..numpy_arrow import dictionary_codes, int64_array
 
-__all__ = ["decoded", "evaluate", "evaluate_mask"]
+__all__ = ["PerValue", "decoded", "evaluate", "evaluate_mask"]
 
 #: Combinations of distinct values (product of the dictionaries' sizes) above which the
 #: batch is evaluated row by row: the lookup table would cost more than it saves.
 MAX_COMBINATIONS = 1 << 16
+#: Dictionaries of strings this small (values, bytes) are remembered by their values (others
+#: only while the same dictionary comes back, as within one row group).
+_SMALL_DICTIONARY = 256
+_SMALL_BYTES = 1 << 16
+#: Sets of dictionaries whose evaluated combinations a PerValue keeps (a row group's dictionary
+#: lists its values in the order they first occur, so a few values come in many orders).
+_REMEMBERED = 64
 
 
 def decoded(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -36,62 +53,126 @@ def decoded(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     return array
 
 
-def _codes(column: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """Row codes into the dictionary, with null rows at the position after its last value,
-    and the dictionary's values with that null appended."""
-    dictionary = column.dictionary
-    codes = dictionary_codes(column, len(dictionary))
-    values = pa.concat_arrays([dictionary, pa.nulls(1, dictionary.type)])
-    return codes, values
+class _Table:
+    """The expression's results over the combinations of one set of dictionaries that have
+    been evaluated: `slot[c]` is combination c's position in `results` (-1: not yet)."""
+
+    def __init__(self, dictionaries: list[pa.Array], sizes: list[int], keep: bool):
+        self.dictionaries = dictionaries if keep else None  # alive while their buffers identify them
+        self.values = [pa.concat_arrays([d, pa.nulls(1, d.type)]) for d in dictionaries]  # null: last code
+        self.sizes = sizes
+        self.slot = np.full(int(np.prod(sizes)), -1, dtype=np.int32)
+        self.results: pa.Array | None = None
+        self.truth = np.zeros(0, dtype=bool)  # results as a mask (null: False)
+
+    def add(self, expr: Expression, names: list[str], combos: np.ndarray) -> None:
+        """Evaluate `expr` on the combinations `combos` (not yet evaluated)."""
+        digits, rest = [], combos
+        for size in reversed(self.sizes):
+            rest, digit = np.divmod(rest, size)
+            digits.append(digit)
+        digits.reverse()
+        small = pa.RecordBatch.from_arrays(
+            [v.take(int64_array(d)) for v, d in zip(self.values, digits, strict=True)], names=names
+        )
+        new = expr.evaluate(small)
+        start = 0 if self.results is None else len(self.results)
+        self.results = new if self.results is None else pa.concat_arrays([self.results, new])
+        self.slot[combos] = np.arange(start, start + len(combos), dtype=np.int32)
+
+    def mask(self) -> np.ndarray:
+        """The (boolean) results as a mask, null as False."""
+        assert self.results is not None
+        if len(self.truth) < len(self.results):
+            self.truth = np.asarray(pc.fill_null(self.results, False).to_numpy(zero_copy_only=False), dtype=bool)
+        return self.truth
 
 
-def _combinations(expr: Expression, batch: pa.RecordBatch) -> tuple[pa.Array, np.ndarray] | None:
-    """(the expression over the distinct value combinations of the batch, each row's
-    combination), or None when the expression does not read only dictionary columns."""
-    names = sorted(n for n in expr.names if n in batch.schema.names)
-    if not names or batch.num_rows == 0:
-        return None
-    columns = [batch.column(n) for n in names]
-    if not all(pa.types.is_dictionary(c.type) for c in columns):
-        return None
-    sizes = [len(c.dictionary) + 1 for c in columns]
-    if float(np.prod(np.asarray(sizes, dtype=np.float64))) > min(MAX_COMBINATIONS, batch.num_rows):
-        return None
-    row = np.zeros(batch.num_rows, dtype=np.int64)
-    values = []
-    for column, size in zip(columns, sizes, strict=True):
-        codes, dictionary = _codes(column)
-        row = row * size + codes
-        values.append(dictionary)
-    present = np.flatnonzero(np.bincount(row, minlength=int(np.prod(sizes))))
-    digits, rest = [], present
-    for size in reversed(sizes):
-        rest, digit = np.divmod(rest, size)
-        digits.append(digit)
-    digits.reverse()
-    small = pa.RecordBatch.from_arrays(
-        [v.take(pa.array(d)) for v, d in zip(values, digits, strict=True)], names=names
-    )
-    position = np.zeros(int(np.prod(sizes)), dtype=np.int64)
-    position[present] = np.arange(present.size)
-    return expr.evaluate(small), position[row]
+def _key(dictionary: pa.Array) -> tuple:
+    """What identifies a dictionary's values: a small one of strings by its values, any
+    other by its buffers (kept alive by the table, so their addresses are not reused)."""
+    t = dictionary.type
+    strings = pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if strings and len(dictionary) <= _SMALL_DICTIONARY and dictionary.nbytes <= _SMALL_BYTES:
+        return (str(t), tuple(dictionary.to_pylist()))
+    buffers = tuple(b.address if b is not None else 0 for b in dictionary.buffers())
+    return ("buffers", str(t), dictionary.offset, len(dictionary), buffers)
+
+
+class PerValue:
+    """One expression evaluated per distinct value combination over a stream of batches."""
+
+    def __init__(self, expr: Expression):
+        self.expr = expr
+        self._tables: OrderedDict[tuple, _Table] = OrderedDict()
+        self._recent: tuple[tuple, _Table] | None = None
+
+    def _table(self, names: list[str], dictionaries: list[pa.Array], sizes: list[int]) -> _Table:
+        keys = [_key(d) for d in dictionaries]
+        key = (tuple(names), *keys)
+        if any(k[0] == "buffers" for k in keys):
+            # a large dictionary (or not of strings) comes back only within its row group:
+            # keep the last one only, so that no row group's dictionary is held past it
+            if self._recent is None or self._recent[0] != key:
+                self._recent = (key, _Table(dictionaries, sizes, keep=True))
+            return self._recent[1]
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = _Table(dictionaries, sizes, keep=False)
+            if len(self._tables) > _REMEMBERED:
+                self._tables.popitem(last=False)
+        else:
+            self._tables.move_to_end(key)
+        return table
+
+    def _slots(self, batch: pa.RecordBatch) -> tuple[_Table, np.ndarray] | None:
+        """(the table of this batch's dictionaries, each row's slot in its results), or None
+        when the expression does not read only dictionary columns."""
+        names = sorted(n for n in self.expr.names if n in batch.schema.names)
+        if not names or batch.num_rows == 0:
+            return None
+        columns = [batch.column(n) for n in names]
+        if not all(pa.types.is_dictionary(c.type) for c in columns):
+            return None
+        dictionaries = [c.dictionary for c in columns]
+        sizes = [len(d) + 1 for d in dictionaries]
+        if float(np.prod(np.asarray(sizes, dtype=np.float64))) > min(MAX_COMBINATIONS, batch.num_rows):
+            return None
+        table = self._table(names, dictionaries, sizes)
+        # int32 is wide enough for MAX_COMBINATIONS and keeps the passes over the rows narrow
+        row = dictionary_codes(columns[0], sizes[0] - 1).astype(np.int32, copy=False)
+        for column, size in zip(columns[1:], sizes[1:], strict=True):
+            row = row * np.int32(size) + dictionary_codes(column, size - 1)
+        slots = table.slot[row]
+        if slots.min() < 0:
+            table.add(self.expr, names, np.unique(row[slots < 0]))
+            slots = table.slot[row]
+        return table, slots
+
+    def values(self, batch: pa.RecordBatch) -> pa.Array:
+        """`expr.evaluate(batch)`, computed per distinct value when the batch allows it."""
+        found = self._slots(batch)
+        if found is None:
+            return self.expr.evaluate(batch)
+        table, slots = found
+        assert table.results is not None
+        return table.results.take(pa.Array.from_buffers(pa.int32(), len(slots), [None, pa.py_buffer(slots)]))
+
+    def mask(self, batch: pa.RecordBatch) -> np.ndarray:
+        """The rows where the boolean `expr` is true (null counts as false), as a numpy mask."""
+        found = self._slots(batch)
+        if found is None:
+            out = pc.fill_null(self.expr.evaluate(batch), False)
+            return np.asarray(out.to_numpy(zero_copy_only=False), dtype=bool)
+        table, slots = found
+        return table.mask()[slots]
 
 
 def evaluate(expr: Expression, batch: pa.RecordBatch) -> pa.Array:
     """`expr.evaluate(batch)`, computed per distinct value when the batch allows it."""
-    found = _combinations(expr, batch)
-    if found is None:
-        return expr.evaluate(batch)
-    small, rows = found
-    return small.take(pa.array(rows))
+    return PerValue(expr).values(batch)
 
 
 def evaluate_mask(expr: Expression, batch: pa.RecordBatch) -> np.ndarray:
     """The rows where the boolean `expr` is true (null counts as false), as a numpy mask."""
-    found = _combinations(expr, batch)
-    if found is None:
-        out = pc.fill_null(expr.evaluate(batch), False)
-        return np.asarray(out.to_numpy(zero_copy_only=False), dtype=bool)
-    small, rows = found
-    small = np.asarray(pc.fill_null(small, False).to_numpy(zero_copy_only=False), dtype=bool)
-    return small[rows]
+    return PerValue(expr).mask(batch)

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from ..errors import RuleError
 from ..expr import segments as seg
 from ..model.rule import FeatureAgg
+from ..numpy_arrow import int64_array
 from . import _encoded as enc
 from . import _feature_merge as merging
 from ._feature_merge import (
@@ -32,10 +33,11 @@ if TYPE_CHECKING:
     from .features import CompiledFeature
 
 
-def _value_column(feature: CompiledFeature, batch: pa.RecordBatch) -> pa.Array:
+def _value_column(feature: CompiledFeature, batch: pa.RecordBatch, evaluator: enc.PerValue | None) -> pa.Array:
     if feature.value is None:
         return pa.repeat(pa.scalar(True), batch.num_rows)  # any: "a selected step exists"
-    values = enc.decoded(enc.evaluate(feature.value, batch))
+    evaluator = evaluator or enc.PerValue(feature.value)
+    values = enc.decoded(evaluator.values(batch))
     if feature.agg in (FeatureAgg.SUM, FeatureAgg.MEAN) and pa.types.is_boolean(values.type):
         values = values.cast(pa.int64())
     return values
@@ -95,12 +97,15 @@ def _segment_partial(
 
 class Selection:
     """The rows of a batch one `where` selects: a mask, and the filtered batch on demand
-    (count, first and last read the mask and the run starts of the whole batch instead)."""
+    (count, first and last read the mask and the run starts of the whole batch instead).
+    `starts` and `run_rows` come from `Positions.rows` when it numbered the batch."""
 
-    def __init__(self, batch: pa.RecordBatch, mask: np.ndarray | None):
+    def __init__(self, batch: pa.RecordBatch, mask: np.ndarray | None, starts: np.ndarray | None = None,
+                 run_rows: np.ndarray | None = None):
         self.batch, self.mask = batch, mask
         self._filtered: pa.RecordBatch | None = None
-        self._starts: np.ndarray | None = None
+        self._starts = starts
+        self.run_rows = run_rows
 
     @property
     def empty(self) -> bool:
@@ -118,24 +123,29 @@ class Selection:
 
 
 def selected_partial(
-    feature: CompiledFeature, selection: Selection, names: pa.Array | None = None
+    feature: CompiledFeature, selection: Selection, names: pa.Array | None = None,
+    evaluator: enc.PerValue | None = None,
 ) -> pa.Table:
     """`_partial` of the selected rows; count and first / last (when seq ascends within
-    the runs) straight from the mask, without filtering the batch."""
+    the runs) straight from the mask, without filtering the batch. `evaluator` evaluates
+    the feature's value (one per stream remembers the values it has computed)."""
     agg, batch, mask = feature.agg, selection.batch, selection.mask
     if mask is None or agg not in (FeatureAgg.COUNT, FeatureAgg.FIRST, FeatureAgg.LAST):
-        return _partial(feature, selection.filtered(), names)
+        return _partial(feature, selection.filtered(), names, evaluator)
     ids, n, starts = batch.column("episode_id"), batch.num_rows, selection.starts()
     if agg is FeatureAgg.COUNT:
-        counts = np.add.reduceat(mask.astype(np.int64), starts)
+        counts = np.add.reduceat(mask, starts, dtype=np.int64)
         keep = counts > 0
-        run_ids = enc.decoded(ids.take(pa.array(starts[keep])))
+        if selection.run_rows is not None:
+            run_ids = int64_array(selection.run_rows[keep])
+        else:
+            run_ids = enc.decoded(ids.take(int64_array(starts[keep])))
         return pa.table({"episode_id": run_ids, "n": counts[keep]})
     seq = batch.column("seq").to_numpy(zero_copy_only=False)
     inner = np.ones(n, dtype=bool)
     inner[starts] = False
     if not np.all(np.diff(seq)[inner[1:]] > 0):
-        return _partial(feature, selection.filtered(), names)
+        return _partial(feature, selection.filtered(), names, evaluator)
     rows = np.flatnonzero(mask)
     run_of = np.searchsorted(starts, rows, side="right") - 1
     change = np.flatnonzero(run_of[1:] != run_of[:-1]) + 1
@@ -148,13 +158,14 @@ def selected_partial(
         {
             "episode_id": enc.decoded(picked.column("episode_id")),
             "seq": picked.column("seq"),
-            "v": _value_column(feature, picked),
+            "v": _value_column(feature, picked, evaluator),
         }
     )
 
 
 def _partial(
-    feature: CompiledFeature, batch: pa.RecordBatch, names: pa.Array | None = None
+    feature: CompiledFeature, batch: pa.RecordBatch, names: pa.Array | None = None,
+    evaluator: enc.PerValue | None = None,
 ) -> pa.Table:
     """One batch of selected steps reduced to partial state per run of episode_id (the
     ids, or episode rows into `names`)."""
@@ -177,10 +188,10 @@ def _partial(
                 {
                     "episode_id": enc.decoded(picked.column("episode_id")),
                     "seq": picked.column("seq"),
-                    "v": _value_column(feature, picked),
+                    "v": _value_column(feature, picked, evaluator),
                 }
             )
-    values = _value_column(feature, batch)
+    values = _value_column(feature, batch, evaluator)
     partial = _segment_partial(feature, ids, values, starts, n)
     if partial is not None:
         return partial
@@ -212,13 +223,14 @@ class Positions:
     and align on integers, with no hash of the ids. The first batch that does not
     follow the order (a step-less episode, another order, ungrouped steps) ends it:
     `rows` returns None and the caller turns the rows it holds back into ids.
+    With the numbered batch come its run starts and each run's episode row.
     """
 
     def __init__(self, episode_ids: pa.ChunkedArray):
         self.ids = seg.as_array(episode_ids)
         self.next = 0
 
-    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+    def rows(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray] | None:
         ids = batch.column("episode_id")
         n = batch.num_rows
         starts = seg.run_starts(ids)
@@ -235,6 +247,6 @@ class Positions:
             return None
         self.next = first + m
         lengths = np.diff(np.append(starts, n))
-        rows = np.repeat(np.arange(first, first + m, dtype=np.int64), lengths)
+        run_rows = np.arange(first, first + m, dtype=np.int64)
         at = batch.schema.get_field_index("episode_id")
-        return batch.set_column(at, "episode_id", pa.array(rows))
+        return batch.set_column(at, "episode_id", int64_array(np.repeat(run_rows, lengths))), starts, run_rows

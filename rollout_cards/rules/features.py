@@ -261,6 +261,10 @@ class FeatureStream:
         self.positions = Positions(episodes.column("episode_id")) if episodes is not None and numbered else None
         self.names = self.positions.ids if self.positions is not None else None
         self.episode_ids = episodes.column("episode_id") if episodes is not None else None
+        # one evaluator per expression: each remembers the values it computed for the
+        # dictionaries of recent batches
+        self.wheres = {f.where: enc.PerValue(f.where) for f in self.features if f.where is not None}
+        self.values = [enc.PerValue(f.value) if f.value is not None else None for f in self.features]
 
     def partials(self, batch: pa.RecordBatch) -> list[pa.Table | None]:
         """Each feature's partial state per run of the batch (None: no step selected)."""
@@ -268,26 +272,27 @@ class FeatureStream:
             return [None] * len(self.features)
         if self.joiner is not None:
             batch = self.joiner.add(batch)
+        starts = run_rows = None
         if self.positions is not None:
             numbered = self.positions.rows(batch)
             if numbered is None:  # not in the episodes' order: back to ids
                 self.positions = None
                 self.parts = [[with_ids(part, self.names) for part in parts] for parts in self.parts]
             else:
-                batch = numbered
+                batch, starts, run_rows = numbered
         out: list[pa.Table | None] = []
         selections: dict[Expression | None, Selection] = {}
-        for feature in self.features:
+        for feature, evaluator in zip(self.features, self.values, strict=True):
             selection = selections.get(feature.where)
             if selection is None:
-                mask = None if feature.where is None else enc.evaluate_mask(feature.where, batch)
-                selection = Selection(batch, None if mask is not None and mask.all() else mask)
+                mask = None if feature.where is None else self.wheres[feature.where].mask(batch)
+                selection = Selection(batch, None if mask is not None and mask.all() else mask, starts, run_rows)
                 selections[feature.where] = selection
             if selection.empty:
                 out.append(None)
                 continue
             try:
-                out.append(selected_partial(feature, selection, self.names))
+                out.append(selected_partial(feature, selection, self.names, evaluator))
             except ExpressionError:
                 raise
             except pa.ArrowException as exc:

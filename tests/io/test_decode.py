@@ -113,12 +113,13 @@ def test_the_budget_counts_across_batches():
 
 
 @pytest.mark.parametrize("offset", [0, 3, 17])
-def test_charge_and_codes_read_from_the_buffers_equal_the_decoded_values(offset):
+@pytest.mark.parametrize("size", [20, 4])  # counted by bincount / value by value
+def test_charge_and_codes_read_from_the_buffers_equal_the_decoded_values(offset, size):
     # the per-batch accounting reads indices and value lengths from the Arrow buffers;
     # checked against the decoded strings, with nulls and a sliced (offset) array
     rng = np.random.default_rng(offset)
-    words = pa.array(["w" * int(n) for n in rng.integers(0, 50, 20)] + [None])
-    indices = pa.array(rng.integers(0, 21, 200).astype(np.int32), mask=rng.random(200) < 0.2)
+    words = pa.array(["w" * int(n) for n in rng.integers(0, 50, size)] + [None])
+    indices = pa.array(rng.integers(0, size + 1, 200).astype(np.int32), mask=rng.random(200) < 0.2)
     column = pa.DictionaryArray.from_arrays(indices, words).slice(offset)
     codes = dictionary_codes(column, -1)
     assert codes.tolist() == [-1 if i is None else i for i in column.indices.to_pylist()]

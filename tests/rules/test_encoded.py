@@ -58,7 +58,7 @@ def test_many_distinct_combinations_fall_back_to_rows():
     batch = pa.record_batch({"name": pa.array([f"n{i}" for i in range(n)]).dictionary_encode(),
                              "kind": pa.array([f"k{i}" for i in range(n)]).dictionary_encode()})
     expr = parse_expression("name + kind")
-    assert enc._combinations(expr, batch) is None  # 501 x 501 > the batch's rows
+    assert enc.PerValue(expr)._slots(batch) is None  # 501 x 501 > the batch's rows
     assert enc.evaluate(expr, batch).to_pylist() == [f"n{i}k{i}" for i in range(n)]
 
 
@@ -69,3 +69,56 @@ def test_no_rows_or_no_columns(empty):
         batch = batch.slice(0, 0)
     expr = parse_expression("1 + 1")
     assert enc.evaluate(expr, batch).to_pylist() == [2] * batch.num_rows
+
+
+class _Spy:
+    """An expression that records the value combinations it is evaluated on."""
+
+    def __init__(self, expr):
+        self.expr, self.names, self.seen = expr, expr.names, []
+
+    def evaluate(self, batch):
+        self.seen += list(zip(*(batch.column(n).to_pylist() for n in sorted(self.names)), strict=True))
+        return self.expr.evaluate(batch)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(EXPRESSIONS[:5]), batches=st.integers(1, 12),
+       large=st.booleans())
+def test_a_stream_of_batches_with_changing_dictionaries(seed, which, batches, large):
+    # Row groups bring their own dictionaries: the same values in other orders, repeated values,
+    # other subsets, nulls, slices, and (large) dictionaries remembered only while they come
+    # back. Every batch must equal its row-by-row evaluation, and the expression is only ever
+    # evaluated on value combinations that occur in a batch seen so far.
+    rng = np.random.default_rng(seed)
+    expr = parse_expression(which)
+    spy = _Spy(expr)
+    per_value = enc.PerValue(spy)
+    occurred: set[tuple] = set()
+    extra = [f"x{i}" for i in range(300)] if large else []
+    shared = None
+    for _ in range(batches):
+        n = int(rng.integers(1, 2500 if large else 200))
+        columns = {}
+        for k, values in VALUES.items():
+            values = values + extra if k == "name" else values
+            order = list(rng.permutation(values))  # mostly all values, in another order
+            if rng.random() < 0.3:
+                order = order[: int(rng.integers(1, len(values) + 1))]
+            dictionary = order + order[:1] if rng.random() < 0.3 else order
+            mask = rng.random(n) < 0.2 if k != "kind" else None
+            indices = pa.array(rng.integers(0, len(dictionary), n).astype(np.int32), mask=mask)
+            columns[k] = pa.DictionaryArray.from_arrays(indices, pa.array(dictionary))
+        batch = pa.record_batch(columns)
+        if shared is not None and rng.random() < 0.5:  # the same dictionaries again, other rows
+            batch = shared.slice(int(rng.integers(0, shared.num_rows)))
+        shared = batch
+        if batch.num_rows == 0:
+            continue
+        decoded = pa.record_batch({k: enc.decoded(c) for k, c in zip(batch.schema.names, batch.columns, strict=True)})
+        expected = expr.evaluate(decoded)
+        occurred |= set(zip(*(decoded.column(n).to_pylist() for n in sorted(expr.names)), strict=True))
+        assert per_value.values(batch).equals(expected)
+        if expected.type == pa.bool_():
+            assert per_value.mask(batch).tolist() == [bool(v) for v in expected.to_pylist()]
+        assert set(spy.seen) <= occurred
