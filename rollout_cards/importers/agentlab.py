@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import SourceFormatError
 from .base import ImportRequest
-from .json_stream import JsonStream
+from .json_stream import read_document
 from .rule_files import rule_document
 from .session import ImportSession
 from .steps import StepBuffer, json_text
@@ -197,11 +197,7 @@ def _read_summary(path: Path, record: str) -> dict[str, Any]:
     if size > _MAX_SUMMARY:
         raise SourceFormatError(f"is {size:,} bytes; a summary_info.json over {_MAX_SUMMARY:,} is refused",
                                 file=str(path), record=record)
-    with open(path, "rb") as fh:
-        stream = JsonStream(fh, str(path))
-        stream.record = record
-        value = stream.read_value()
-        stream.end()
+    value = read_document(path, record=record)
     if not isinstance(value, dict):
         raise SourceFormatError("is not a JSON object (an AgentLab summary_info)", file=str(path), record=record)
     return value

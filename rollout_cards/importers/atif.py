@@ -29,7 +29,7 @@ from ..errors import SourceFormatError
 from .atif_steps import AtifCounts, add_trajectory, is_atif
 from .base import ImportRequest
 from .chat_jsonl import ChatJsonlImporter
-from .json_stream import JsonStream
+from .json_stream import read_document
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
 from .steps import StepBuffer, json_text
@@ -56,12 +56,7 @@ def _read_json(path: Path, record: str | None = "document") -> Any:
     mode = os.lstat(path).st_mode
     if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
         raise SourceFormatError("is a link or not a regular file; links are not followed", file=str(path))
-    with open(path, "rb") as fh:
-        stream = JsonStream(fh, str(path), max_value_chars=_MAX_RESULT_CHARS)
-        stream.record = record
-        value = stream.read_value()
-        stream.end()
-    return value
+    return read_document(path, max_value_chars=_MAX_RESULT_CHARS, record=record)
 
 
 class AtifImporter(ChatJsonlImporter):

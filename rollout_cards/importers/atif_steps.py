@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import SourceFormatError
-from .json_stream import JsonStream
+from .json_stream import JsonStream, read_document
 from .openai_chat import content_text
 from .steps import StepBuffer, json_text, parse_timestamp
 
@@ -270,11 +270,7 @@ def _load_file(path: str, session_id: Any, steps: StepBuffer, scope: _Scope, whe
         raise steps.error(f"{where}: trajectory_path {path[:200]!r} does not exist beside the trajectory "
                           f"(looked for {candidate})")
     label = found.name
-    with open(found, "rb") as fh:
-        stream = JsonStream(fh, str(found), max_value_chars=_MAX_SUB_CHARS)
-        stream.record = "document"
-        value = stream.read_value()
-        stream.end()
+    value = read_document(found, max_value_chars=_MAX_SUB_CHARS)
     if not is_atif(value):
         raise SourceFormatError("is not an ATIF trajectory (referenced by " + where + ")", file=str(found),
                                 record=steps.record)

@@ -41,7 +41,7 @@ from ..jsondoc import (
 )
 
 __all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "parse_json", "parse_json_items",
-           "reject_constant"]
+           "read_document", "reject_constant"]
 
 #: One record larger than this (in characters) is refused rather than buffered.
 DEFAULT_MAX_VALUE_CHARS = 1 << 30
@@ -443,3 +443,17 @@ def iter_records(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) 
         value = stream.read_value()
         stream.end()
         yield "document", value
+
+
+def read_document(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS, record: str | None = "document") -> Any:
+    """The one JSON value `path` holds (a trajectory, a report), streamed with the strict decoder.
+
+    Errors name the file and `record`; a value longer than `max_value_chars` is refused
+    before it is buffered, and anything but whitespace after the value is an error.
+    """
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path), max_value_chars=max_value_chars)
+        stream.record = record
+        value = stream.read_value()
+        stream.end()
+    return value

@@ -32,14 +32,14 @@ from ..errors import SourceFormatError
 from ..jsondoc import MISS, fast_decode
 from ..model.card import Software
 from .base import ImportRequest
-from .json_stream import JsonStream, reject_constant
+from .json_stream import read_document, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession
 from .source_dir import children, read_yaml, regular_file
 from .source_values import integer, number, text
 from .steps import StepBuffer, json_text
 
-__all__ = ["MiniSweAgentImporter", "terminal_state"]
+__all__ = ["MessageCounts", "MiniSweAgentImporter", "add_messages", "check_trajectory_format", "terminal_state"]
 
 _MAX_FILE_CHARS = 512 * 1024 * 1024
 _MAX_YAML_BYTES = 64 * 1024 * 1024
@@ -84,17 +84,26 @@ class MiniSweAgentImporter:
             state.finish(session)
 
 
-class _State:
+class MessageCounts:
+    """What `add_messages` counts over the trajectories it maps, for the importer's drops."""
+
     def __init__(self) -> None:
+        #: model messages whose extra.response.choices were left out (they repeat the message)
+        self.response_choices = 0
+        #: steps with tokens whose cost 0.0 was read as unknown (a model the price table lacks)
+        self.unpriced_steps = 0
+
+
+class _State(MessageCounts):
+    def __init__(self) -> None:
+        super().__init__()
         self.planned: list[tuple[str, str]] = []  # (instance, agent)
         self.listed_status: Counter[tuple[str, str]] = Counter()  # (agent, exit status) from the yaml
         self.no_traj: list[tuple[str, str]] = []
         self.unknown: list[tuple[str, str]] = []
         self.untimed_steps = 0
         self.untokened_steps = 0
-        self.unpriced_steps = 0
         self.untokened_episodes = 0
-        self.response_choices = 0
         self.versions: set[str] = set()
         self.agents: set[str] = set()
 
@@ -248,17 +257,8 @@ def _exit_statuses(path: Path) -> dict[str, str]:
     return out
 
 
-def _read_json(path: Path) -> Any:
-    with open(path, "rb") as fh:
-        stream = JsonStream(fh, str(path), max_value_chars=_MAX_FILE_CHARS)
-        stream.record = "document"
-        value = stream.read_value()
-        stream.end()
-    return value
-
-
 def _preds(session: ImportSession, path: Path) -> dict[str, dict[str, Any]]:
-    doc = _read_json(path)
+    doc = read_document(path, max_value_chars=_MAX_FILE_CHARS)
     if not isinstance(doc, dict):
         raise SourceFormatError("is not a JSON object keyed by instance id", file=str(path))
     out = {}
@@ -305,14 +305,12 @@ def _patch(session: ImportSession, row: dict[str, Any], pred: dict[str, Any] | N
 # -- one trajectory ------------------------------------------------------------------------------------
 def _import_traj(session: ImportSession, state: _State, path: Path, agent: str | None, listed: str | None,
                  pred: dict[str, Any] | None, label: str) -> str:
-    doc = _read_json(path)
+    doc = read_document(path, max_value_chars=_MAX_FILE_CHARS)
     probe = StepBuffer("", file=str(path), record=label)
     if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict) or not isinstance(doc.get("messages"), list):
         raise probe.error("is not a mini-swe-agent trajectory (an object with info and messages)")
     info = doc["info"]
-    fmt = doc.get("trajectory_format")
-    if fmt is not None and (not isinstance(fmt, str) or not fmt.startswith("mini-swe-agent-1")):
-        raise probe.error(f"trajectory_format {fmt!r} is not mini-swe-agent-1.x")
+    fmt = check_trajectory_format(probe, doc)
     iid = text(probe, doc.get("instance_id"), "instance_id") or path.name.removesuffix(".traj.json")
     config = info.get("config")
     model_cfg = config.get("model") if isinstance(config, dict) and isinstance(config.get("model"), dict) else {}
@@ -327,7 +325,7 @@ def _import_traj(session: ImportSession, state: _State, path: Path, agent: str |
                      f"file's {listed}; the trajectory's is used")
     status = terminal_state(exit_status)
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
-    tokens = _add_messages(steps, doc["messages"], state)
+    tokens = add_messages(steps, doc["messages"], state)
     state.untimed_steps += sum(1 for r in steps.rows if r[3] is None)
     state.untokened_steps += sum(1 for r in steps.rows if r[11] is None)
     row: dict[str, Any] = {
@@ -381,7 +379,21 @@ def _time(steps: StepBuffer, value: Any, where: str) -> int | None:
     return round(value * 1_000_000)
 
 
-def _add_messages(steps: StepBuffer, messages: list[Any], state: _State) -> tuple[int, int] | None:
+def check_trajectory_format(steps: StepBuffer, doc: dict[str, Any]) -> str | None:
+    """A trajectory's `trajectory_format` (None when absent); any but mini-swe-agent-1.x is an error."""
+    fmt = doc.get("trajectory_format")
+    if fmt is not None and (not isinstance(fmt, str) or not fmt.startswith("mini-swe-agent-1")):
+        raise steps.error(f"trajectory_format {fmt!r} is not mini-swe-agent-1.x")
+    return fmt
+
+
+def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) -> tuple[int, int] | None:
+    """Map a trajectory's `messages` to steps (table in docs/importers.md, mini-swe-agent).
+
+    Tool calls link to their results by id; usage and cost go on the first step of each model
+    message. Returns (input, output) tokens summed over the assistant messages, or None when
+    one of them lacks usage (or there is none): the run's total is then unknown.
+    """
     tokens_in = tokens_out = 0
     complete = True
     answered = False  # no assistant message at all (a first call that failed): the usage is unknown
@@ -433,7 +445,7 @@ def _add_messages(steps: StepBuffer, messages: list[Any], state: _State) -> tupl
                 t_in = integer(steps, usage.get("prompt_tokens"), f"{where}.extra.response.usage.prompt_tokens")
                 t_out = integer(steps, usage.get("completion_tokens"), f"{where}.extra.response.usage.completion_tokens")
             if "choices" in response:
-                state.response_choices += 1
+                counts.response_choices += 1
                 choices = response.get("choices")
                 if isinstance(choices, list) and choices and isinstance(choices[0], dict):
                     extra["finish_reason"] = choices[0].get("finish_reason")
@@ -444,7 +456,7 @@ def _add_messages(steps: StepBuffer, messages: list[Any], state: _State) -> tupl
         cost = number(steps, cost, f"{where}.extra.cost")
         if cost == 0.0 and (t_in or t_out):
             cost = None
-            state.unpriced_steps += 1
+            counts.unpriced_steps += 1
         if role == "assistant":
             answered = True
             if t_in is None or t_out is None:

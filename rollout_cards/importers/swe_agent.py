@@ -30,14 +30,14 @@ from typing import Any
 from ..errors import SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
-from .json_stream import JsonStream, iter_records
+from .json_stream import iter_records, read_document
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
 from .source_dir import children, regular_file
 from .source_values import integer, number, text
 from .steps import StepBuffer, json_text
 
-__all__ = ["SweAgentImporter", "terminal_state"]
+__all__ = ["SweAgentImporter", "add_history", "read_trajectory", "run_tokens", "terminal_state"]
 
 _MAX_FILE_CHARS = 512 * 1024 * 1024
 _LIMITS = ("exit_cost", "exit_context", "exit_format")
@@ -137,18 +137,15 @@ def _predictions(session: ImportSession, path: Path) -> dict[str, dict[str, Any]
     return out
 
 
-def _read(path: Path) -> Any:
-    with open(path, "rb") as fh:
-        stream = JsonStream(fh, str(path), max_value_chars=_MAX_FILE_CHARS)
-        stream.record = "document"
-        value = stream.read_value()
-        stream.end()
-    return value
+def read_trajectory(path: Path) -> Any:
+    """The JSON document of a trajectory file (SWE-agent's or mini-swe-agent's: both are one
+    object), read with the strict decoder and at most 512 Mi characters."""
+    return read_document(path, max_value_chars=_MAX_FILE_CHARS)
 
 
 def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dict[str, Any] | None,
              counts: ChatMapping) -> int:
-    doc = _read(path)
+    doc = read_trajectory(path)
     steps = StepBuffer(f"{agent}/{iid}", file=str(path), record=iid)
     if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict):
         raise steps.error("is not a SWE-agent trajectory (an object with info)")
@@ -156,15 +153,13 @@ def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dic
     history = doc.get("history")
     if not isinstance(history, list):
         raise steps.error("history is missing or not a list")
-    messages = [_chat_message(steps, m, i) for i, m in enumerate(history)]
-    add_chat_messages(steps, messages, counts, field="history")
+    add_history(steps, history, counts)
     exit_status = text(steps, info.get("exit_status"), "info.exit_status")
     if not exit_status:
         raise steps.error("info.exit_status is missing; it says how the run ended")
     status = terminal_state(exit_status)
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
-    t_in = integer(steps, stats.get("tokens_sent"), "info.model_stats.tokens_sent")
-    t_out = integer(steps, stats.get("tokens_received"), "info.model_stats.tokens_received")
+    t_in, t_out = run_tokens(steps, stats)
     row: dict[str, Any] = {
         "episode_id": steps.episode_id, "task_id": iid, "agent": agent, "trial": 0, "status": status,
         "input_tokens": t_in, "output_tokens": t_out,
@@ -209,6 +204,18 @@ def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dic
     session.add_episode(row, steps)
     session.add_agent({"name": agent})
     return len(steps)
+
+
+def add_history(steps: StepBuffer, history: list[Any], counts: ChatMapping) -> None:
+    """Map a trajectory's `history` (0.x or 1.x) to steps: each message as `add_chat_messages`
+    maps an OpenAI chat message, a 1.x tool message's `tool_call_ids` linking it to its call."""
+    add_chat_messages(steps, [_chat_message(steps, m, i) for i, m in enumerate(history)], counts, field="history")
+
+
+def run_tokens(steps: StepBuffer, stats: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(input, output) tokens of the run from `info.model_stats` (tokens_sent, tokens_received)."""
+    return (integer(steps, stats.get("tokens_sent"), "info.model_stats.tokens_sent"),
+            integer(steps, stats.get("tokens_received"), "info.model_stats.tokens_received"))
 
 
 def _chat_message(steps: StepBuffer, msg: Any, i: int) -> Any:

@@ -21,14 +21,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .mini_swe_agent import _add_messages
-from .mini_swe_agent import _State as _MiniCounts
-from .openai_chat import ChatMapping, add_chat_messages
+from .mini_swe_agent import MessageCounts, add_messages, check_trajectory_format
+from .openai_chat import ChatMapping
 from .session import ImportSession
 from .source_dir import children
-from .source_values import integer, number, text
+from .source_values import number, text
 from .steps import StepBuffer, json_text
-from .swe_agent import _chat_message, _read
+from .swe_agent import add_history, read_trajectory, run_tokens
 
 __all__ = ["Trajectories"]
 
@@ -56,7 +55,7 @@ class Trajectories:
         self.formats: dict[str, int] = {}
         self.asked: set[str] = set()
         self.chat = ChatMapping()
-        self.mini = _MiniCounts()
+        self.mini = MessageCounts()
         trajs = submission / "trajs"
         if not (trajs.is_dir() and not trajs.is_symlink()):
             return
@@ -84,7 +83,7 @@ class Trajectories:
             self.missing.append(iid)
             return steps
         self.session.add_source(path, "swe-bench-experiments-trajectory", None)
-        doc = _read(path)
+        doc = read_trajectory(path)
         out = StepBuffer(steps.episode_id, file=str(path), record=iid)
         info = doc.get("info") if isinstance(doc, dict) else None
         if not isinstance(info, dict) or not isinstance(doc.get("messages", doc.get("history")), list):
@@ -93,16 +92,12 @@ class Trajectories:
             return steps
         stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
         if isinstance(doc.get("messages"), list):
-            fmt = doc.get("trajectory_format")
-            if fmt is not None and (not isinstance(fmt, str) or not fmt.startswith("mini-swe-agent-1")):
-                raise out.error(f"trajectory_format {fmt!r} is not mini-swe-agent-1.x")
-            tokens = _add_messages(out, doc["messages"], self.mini)
+            check_trajectory_format(out, doc)
+            tokens = add_messages(out, doc["messages"], self.mini)
             fmt = "mini-swe-agent"
         else:
-            messages = [_chat_message(out, m, i) for i, m in enumerate(doc["history"])]
-            add_chat_messages(out, messages, self.chat, field="history")
-            t_in = integer(out, stats.get("tokens_sent"), "info.model_stats.tokens_sent")
-            t_out = integer(out, stats.get("tokens_received"), "info.model_stats.tokens_received")
+            add_history(out, doc["history"], self.chat)
+            t_in, t_out = run_tokens(out, stats)
             tokens = (t_in, t_out) if t_in is not None and t_out is not None else None
             fmt = "swe-agent"
         cost = number(out, stats.get("instance_cost"), "info.model_stats.instance_cost")

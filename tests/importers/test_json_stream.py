@@ -15,6 +15,7 @@ from rollout_cards.importers.json_stream import (
     iter_records,
     parse_json,
     parse_json_items,
+    read_document,
 )
 
 json_values = st.recursive(
@@ -149,6 +150,26 @@ def test_values_no_card_can_hold_are_refused_with_the_record(tmp_path, value, me
         list(iter_records(path))
     assert info.value.file == str(path)
     assert info.value.record == {"array": "1", "jsonl": "line 2", "document": "document"}[layout]
+
+
+@given(json_values)
+@settings(max_examples=50, deadline=None)
+def test_read_document_equals_json_loads(tmp_path_factory, value):
+    path = tmp_path_factory.mktemp("doc") / "d.json"
+    path.write_text(json.dumps(value, indent=1), encoding="utf-8")
+    assert read_document(path) == json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("text", "message", "record"), [
+    ('{"a": 1} {"b": 2}', "after the end of the JSON document at character 9", None),  # a file-level error
+    ('{"a": [1, 2', "truncated", "instance x"), ('{"a": "' + "x" * 300 + '"}', "refusing to buffer", "instance x")])
+def test_read_document_names_the_file_and_the_record(tmp_path, monkeypatch, text, message, record):
+    monkeypatch.setattr(json_stream, "_CHUNK", 16)
+    path = tmp_path / "t.traj"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SourceFormatError, match=message) as info:
+        read_document(path, max_value_chars=100, record="instance x")
+    assert (info.value.file, info.value.record) == (str(path), record)
 
 
 def test_valid_surrogate_pairs_pass(tmp_path):
