@@ -178,6 +178,41 @@ def _swe_agent(into: Path) -> Seed:
     return Seed([traj, preds])
 
 
+def _swe_bench_experiments(into: Path) -> Seed:
+    """An experiments-style submission whose trajs/ holds one file of each kind swe_bench_trajs reads."""
+    sub = into / "evaluation" / "lite" / "20250101_m"
+    (sub / "results").mkdir(parents=True)
+    ids = ["a__b-1", "a__b-2", "a__b-3", "a__b-4", "a__b-5"]
+    (sub / "all_preds.jsonl").write_text("".join(json.dumps({"model_name_or_path": "m", "instance_id": i,
+                                                             "model_patch": "diff"}) + "\n" for i in ids))
+    (sub / "results" / "results.json").write_text(json.dumps({"resolved": ids[:2], "generated": ids,
+                                                              "no_apply": ids[4:]}, indent=1))
+    (sub / "metadata.yaml").write_text("info:\n  name: M\ntags:\n  model:\n  - m\n  os_model: true\n")
+    (sub / "logs" / ids[0]).mkdir(parents=True)
+    (sub / "logs" / ids[0] / "report.json").write_text(json.dumps({ids[0]: {
+        "resolved": True, "patch_exists": True, "patch_successfully_applied": True,
+        "tests_status": {"FAIL_TO_PASS": {"success": ["t1"], "failure": []},
+                         "PASS_TO_PASS": {"success": ["t2"], "failure": []}}}}, indent=1))
+    trajs = sub / "trajs"
+    trajs.mkdir()
+    (into / "swe").mkdir()
+    _swe_agent(into / "swe")  # the SWE-agent seed's .traj, as instance 1's
+    (into / "swe" / "x__y-1.traj").rename(trajs / f"{ids[0]}.traj")
+    shutil.rmtree(into / "swe")
+    (into / "mini").mkdir()
+    _mini_swe_agent(into / "mini")  # the mini-swe-agent seed's trajectory, as instance 5's
+    (into / "mini" / "run" / "a" / "a.traj.json").rename(trajs / f"{ids[4]}.traj.json")
+    shutil.rmtree(into / "mini")
+    (trajs / f"{ids[1]}.json").write_text(json.dumps([
+        {"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "task"}]},
+        {"role": "assistant", "content": "look", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "execute_bash", "arguments": "{\"command\": \"ls\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "execute_bash", "content": "out"}], indent=1))
+    (trajs / f"{ids[2]}.log").write_text("### localize\nfile.py\n")
+    (trajs / f"{ids[3]}.json").write_text(json.dumps({"transitions": [{"name": "SearchCode"}]}, indent=1))
+    return Seed([sub])
+
+
 def _lm_eval(into: Path) -> Seed:
     run = into / "run"
     run.mkdir()
@@ -224,6 +259,7 @@ SEEDS: dict[str, Callable[[Path], Seed]] = {
     "inspect": lambda d: Seed([_copy("inspect/synthetic.json", d)]),
     "inspect:eval-zstd": _inspect_eval,
     "swe-bench": _swe,
+    "swe-bench:experiments": _swe_bench_experiments,
     "tau-bench": lambda d: Seed([_copy("tau-bench/synthetic-agent.json", d)]),
     "agentbench": _agentbench,
     "agentlab": _agentlab,

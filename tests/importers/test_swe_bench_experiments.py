@@ -158,17 +158,20 @@ def test_trajectories_under_trajs_are_merged_into_their_episodes_by_shape(tmp_pa
         [alone_ep] = alone.episodes().to_pylist()
         assert _step_shape(card, e["episode_id"]) == _step_shape(alone, alone_ep["episode_id"])
         assert len(_step_shape(card, e["episode_id"])) >= len(doc.get("messages", doc.get("history")))
-    unmerged = sorted(set(eps) - set(merged))
-    for iid in unmerged:
-        assert eps[iid]["meta.trajectory_format"] is None
+    text = "marshmallow-code__marshmallow-1343"  # the notes (.md): kept whole, no steps
+    assert eps[text]["meta.trajectory_format"] == "text"
+    unmerged = sorted(set(eps) - set(merged) - {text})
+    for iid in unmerged + [text]:
+        assert eps[iid]["meta.trajectory_format"] is None or iid == text
         assert card.steps(filter=f"episode_id == '{eps[iid]['episode_id']}'").num_rows == 0
     drops = {d.loss_class: d for d in card.manifest.drops if d.target == "steps"}
-    assert drops["missing_trajectory"].count == len(unmerged) == len(preds) - 3
-    assert drops["unsupported_format"].count == 2  # the notes (.md) and the unknown JSON shape
+    assert drops["missing_trajectory"].count == len(unmerged) == len(preds) - 4
+    assert drops["unsupported_format"].count == 1  # the unknown JSON shape
+    assert drops["unstructured_source"].count == 1
     assert "a SWE-bench report holds outcomes only" not in " ".join(d.reason for d in card.manifest.drops)
     tokens = [d for d in card.manifest.drops if d.target == "episodes.input_tokens"]
     assert [d.count for d in tokens] == [len(preds) - 3]
-    assert any("3 trajectory file(s) under trajs/ merged" in n for n in result.notes)
+    assert any("4 trajectory file(s) under trajs/ merged" in n for n in result.notes)
     assert any("trajectory file(s) under trajs/ are of instances the submission does not list (x)" in n
                for n in result.notes)
     [info] = [a for a in card.manifest.provenance.agents if a.name == agent]
@@ -192,3 +195,63 @@ def test_metadata_yaml_of_the_info_and_tags_form_names_the_model(tmp_path):
     with pytest.raises(SourceFormatError, match="tags.model is not a model name") as err:
         run_import("swe-bench", [sub], tmp_path / "card2")
     assert "metadata.yaml" in str(err.value) and "line 2" in str(err.value)
+
+
+def _text_parts(content):
+    """A message content as OpenHands sends it with prompt caching: a list of text parts."""
+    return [{"type": "text", "text": content, "cache_control": {"type": "ephemeral"}}]
+
+
+def test_chat_message_arrays_free_text_traces_and_unknown_formats_under_trajs(tmp_path):
+    """trajs/ as other scaffolds fill it. An OpenHands submission's <instance>.json is the `messages`
+    of the latest LLM completion log (convert_oh_folder_to_swebench_submission.sh): here the real
+    mini-swe-agent messages of pvlib-1606 without mini's own `extra` and exit message (litellm chat
+    messages, as OpenHands logs them), two contents as cached text parts. An Agentless-style .log is
+    kept whole; a Moatless file (`transitions`) is declared by its kind. Expected steps by plain Python
+    over the array."""
+    sub, preds, report, results = _submission(tmp_path)
+    real = json.loads((external("mini-swe-agent/deepseek_reasoner_dev") / "pvlib__pvlib-python-1606.traj.json")
+                      .read_text())
+    messages = [{k: v for k, v in m.items() if k != "extra"} for m in real["messages"] if m["role"] != "exit"]
+    messages[1]["content"] = _text_parts(messages[1]["content"])
+    messages[3]["content"] = _text_parts(messages[3]["content"])
+    trajs = sub / "trajs"
+    (trajs / "pvlib__pvlib-python-1154.json").write_text(json.dumps(messages))
+    log = b"2024-06-01 10:00:00,000 - INFO - ### localize\n\xe2\x9c\x93 found the file\n"
+    (trajs / "pydicom__pydicom-901.log").write_bytes(log)
+    (trajs / "pydicom__pydicom-1139.json").write_text(json.dumps({"transitions": [{"name": "SearchCode"}],
+                                                                   "info": {"total_cost": 0.1}}))
+    _r, card = run_import("swe-bench", [sub], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    eps = {e["task_id"]: e for e in card.episodes().to_pylist()}
+    chat = eps["pvlib__pvlib-python-1154"]
+    assert chat["meta.trajectory_format"] == "chat-messages" and chat.get("meta.traj_info") is None
+    assert chat["input_tokens"] is None and chat["cost_usd"] is None
+    assert chat["score.resolved"] == ("pvlib__pvlib-python-1154" in results["resolved"])
+    expected = []
+    for m in messages:
+        content = m["content"] if not isinstance(m["content"], list) else m["content"][0]["text"]
+        if m["role"] == "tool":
+            expected.append(("tool_result", "tool", None, m["tool_call_id"], content))
+            continue
+        if content is not None or not m.get("tool_calls"):
+            expected.append(("message", m["role"], None, None, content))
+        for call in m.get("tool_calls") or []:
+            expected.append(("tool_call", m["role"], call["function"]["name"], call["id"], None))
+    got = [(r["kind"], r["role"], r["name"], r["call_id"], r["content"]) for r in _step_shape(card, chat["episode_id"])]
+    assert got == expected
+    assert sum(k == "tool_call" for k, *_ in got) == sum(k == "tool_result" for k, *_ in got) == 4
+    [parts] = [r for r in card.steps(filter=f"episode_id == '{chat['episode_id']}' and seq == 1",
+                                     columns=["payload"]).to_pylist()]
+    assert json.loads(parts["payload"])["content"] == messages[1]["content"]  # the parts, cache marks and all
+    text = eps["pydicom__pydicom-901"]
+    assert text["meta.trajectory_format"] == "text" and text["meta.trajectory"] == "trajs/pydicom__pydicom-901.log"
+    assert (tmp_path / "card" / "artifacts" / text["meta.trajectory_artifact"]).read_bytes() == log
+    assert eps["pydicom__pydicom-1139"]["meta.trajectory_format"] is None
+    drops = {d.loss_class: d for d in card.manifest.drops if d.target == "steps"}
+    assert drops["missing_final_response"].count == 1
+    assert "convert_oh_folder_to_swebench_submission.sh" in drops["missing_final_response"].reason
+    assert drops["unstructured_source"].count == 1 and "pydicom__pydicom-901" in drops["unstructured_source"].selector
+    assert drops["unsupported_format"].count == 1 and "Moatless" in drops["unsupported_format"].reason
+    assert "trajs/pydicom__pydicom-1139.json" in drops["unsupported_format"].reason
+    assert drops["missing_trajectory"].count == len(preds) - 2  # the chat array and the text trace are read
