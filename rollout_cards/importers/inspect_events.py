@@ -30,6 +30,7 @@ Without events, messages map as: system/user/assistant → `message`; an assista
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from typing import Any
 
@@ -97,39 +98,55 @@ class _Timeline:
     began before it (counted as `unnested`), since a parent step comes first.
     """
 
-    def __init__(self) -> None:
-        self.items: list[tuple[int, int, str, dict[str, Any], Span | None]] = []
+    def __init__(self, steps: StepBuffer) -> None:
+        self.steps = steps
+        #: (time key, log order, StepBuffer method, its keyword arguments, span): the log order is
+        #: unique, so sorting the tuples never compares past it
+        self.items: list[tuple[int, int, Any, dict[str, Any], Span | None]] = []
         self._last = -(1 << 62)
         self.span: Span | None = None
         self.counts: Counter[str] = Counter()
 
     def put(self, method: str, t: int | None, **fields: Any) -> int:
-        """Put a step; returns its item number."""
+        """Put a step (`method` of StepBuffer: add, tool_call, tool_result); returns its item number."""
         key = self._last if t is None else t
         self._last = key
-        self.items.append((key, len(self.items), method, {**fields, "t": t}, self.span))
-        return len(self.items) - 1
+        fields["t"] = t
+        n = len(self.items)
+        self.items.append((key, n, getattr(self.steps, method), fields, self.span))
+        return n
 
-    def write(self, steps: StepBuffer) -> Counter[str]:
+    def write(self) -> Counter[str]:
         """Append the steps in time order; returns the counts: `moved` (steps that moved from the
         log's order), `sub_agents` (sub-agent spans with steps), `unnested` (see the class)."""
-        ordered = sorted(self.items, key=lambda item: (item[0], item[1]))
-        seqs = [0] * len(ordered)
-        for position, item in enumerate(ordered, len(steps)):
-            seqs[item[1]] = position
+        ordered = sorted(self.items)
+        first = len(self.steps)
+        seqs: list[int] | None = None  # item number -> seq, once a step has a parent
         launched = set()
-        for position, (_key, _order, method, fields, span) in enumerate(ordered, len(steps)):
-            parent, depth, agent = resolve(span)
-            while parent is not None and seqs[parent] > position:
-                self.counts["unnested"] += 1
-                while span is not None and span.item != parent:  # up to the sub-agent's span
-                    span = span.parent
-                parent, depth, agent = resolve(span.parent if span is not None else None)
+        last: Any = self  # the span of the step before (steps of one span come in runs)
+        place: tuple[int | None, int, str | None] = (None, 0, None)
+        for position, (_key, _order, method, fields, span) in enumerate(ordered, first):
+            if span is not last:
+                place, last = resolve(span), span
+            parent, depth, agent = place
             if parent is not None:
-                launched.add(parent)
-            getattr(steps, method)(**fields, parent_seq=None if parent is None else seqs[parent], depth=depth,
-                                   agent=agent)
-        self.counts["moved"] += sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if b[1] < a[1])
+                if seqs is None:
+                    seqs = [0] * len(ordered)
+                    for at, item in enumerate(ordered, first):
+                        seqs[item[1]] = at
+                while parent is not None and seqs[parent] > position:
+                    self.counts["unnested"] += 1
+                    while span is not None and span.item != parent:  # up to the sub-agent's span
+                        span = span.parent
+                    parent, depth, agent = resolve(span.parent if span is not None else None)
+                    last = self  # `place` no longer holds for the next step of this span
+                if parent is not None:
+                    launched.add(parent)
+                    parent = seqs[parent]
+            fields["parent_seq"], fields["depth"], fields["agent"] = parent, depth, agent
+            method(**fields)
+        orders = [item[1] for item in ordered]
+        self.counts["moved"] += sum(map(operator.lt, orders[1:], orders[:-1]))
         self.counts["sub_agents"] += len(launched)
         return self.counts
 
@@ -145,7 +162,7 @@ def add_events(
     `input_refs` index. `raw`, when given, is each event's source JSON text: it is the
     payload as it is (re-serialising every event was a third of an import's time), except
     where it may hold a NaN/Infinity literal, which JSON text cannot (then as `text`)."""
-    line = _Timeline()
+    line = _Timeline(steps)
     if raw is not None and len(raw) != len(events):
         raw = None
     seen: Counter[tuple[str, str]] = Counter()  # conversation messages already stepped
@@ -202,7 +219,7 @@ def add_events(
             line.put("add", t, kind="action", name="sandbox", payload=payload)
         else:
             line.put("add", t, kind="annotation", name=kind, content=_annotation_text(ev, attachments), payload=payload)
-    return line.write(steps)
+    return line.write()
 
 
 def _model(

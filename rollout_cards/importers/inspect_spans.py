@@ -97,8 +97,15 @@ def _mark(span: Span | None, flag: str) -> None:
         span = span.parent
 
 
+_TOP: tuple[int | None, int, str | None] = (None, 0, None)
+
+
 def resolve(span: Span | None) -> tuple[int | None, int, str | None]:
     """(timeline item of the launching `span_begin`, depth, agent) of a step in `span`."""
+    if span is None:
+        return _TOP
+    if span.resolved is not None:
+        return span.resolved[:3]
     chain = []
     above = span
     while above is not None and above.resolved is None:  # a loop, not recursion: spans may nest deeply
