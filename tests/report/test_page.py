@@ -138,3 +138,46 @@ def test_invalid_card_shows_its_findings(synthetic_copy: Path) -> None:
     text = build_report(synthetic_copy, [])
     assert "INVALID (error 1" in text and "file-unlisted" in text
     assert "VALID (error 0" in build_report(FIXTURE_CARDS / "synthetic", [])
+
+
+def test_a_bad_rule_fails_without_waiting_for_the_validation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The validation runs beside the rescore: a rule that cannot be applied is reported while
+    the validation is still running (before, the report joined the whole validation first)."""
+    import threading
+
+    from rollout_cards.errors import RuleError
+    from rollout_cards.report import data
+
+    release, started = threading.Event(), threading.Event()
+
+    def slow_validation(*_args: object) -> dict[str, object]:
+        started.set()
+        release.wait(60)
+        return {}
+
+    monkeypatch.setattr(data, "_validation", slow_validation)
+    rule = tmp_path / "bad.yaml"
+    rule.write_text("rule: bad.rule\nscore: score.no_such_column\naggregate: {group_by: [agent]}\n", encoding="utf-8")
+    # Released after 20 s at the latest: a report that joined the validation first would raise
+    # only then, with `release` set.
+    timer = threading.Timer(20, release.set)
+    timer.start()
+    try:
+        with pytest.raises(RuleError, match="no_such_column"):
+            gather(FIXTURE_CARDS / "synthetic", [rule])
+        assert started.is_set() and not release.is_set()  # raised while the validation was blocked
+    finally:
+        timer.cancel()
+        release.set()
+
+
+def test_a_failing_validation_reaches_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rollout_cards.errors import CardFormatError
+    from rollout_cards.report import data
+
+    def broken(*_args: object) -> dict[str, object]:
+        raise CardFormatError("steps.parquet: unreadable")
+
+    monkeypatch.setattr(data, "_validation", broken)
+    with pytest.raises(CardFormatError, match="unreadable"):
+        gather(FIXTURE_CARDS / "synthetic")
