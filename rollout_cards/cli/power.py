@@ -49,6 +49,7 @@ def _table(report: PowerReport) -> str:
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += [f"{_pairs(r.group)}: {r.note}" for r in report.results if r.note]
     lines += ["", "== variance within and between units (SE with K attempts per unit)"]
     for v in report.variance:
         ks = ", ".join(f"K={k}: {format_value(se)}" for k, se in v["se_by_k"].items()) or (

@@ -35,6 +35,9 @@ METHOD = (
     "se of the difference from the card's per-unit variance ({})"
 )
 
+#: Past 2^53 a count of units is not exact as a float, and far past anything a study collects.
+MAX_UNITS_NEEDED = 2**53
+
 
 @dataclass(frozen=True)
 class PowerResult:
@@ -55,6 +58,8 @@ class PowerResult:
     n_units_needed: int | None
     unit: str
     method: str
+    #: Why `n_units_needed` is missing although `delta` and `mde` are known.
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -178,13 +183,21 @@ def _compare(
         n_units, design = min(a.n_units, b.n_units), "independent"
         how = f"independent groups, cluster-robust over {unit}"
     target, source = (delta, "given") if delta is not None else (difference, "observed difference")
-    mde = needed = None
+    mde = needed = note = None
     if se:
         mde = minimum_detectable_effect(se, alpha=alpha, power=power)
         if target:
-            # se shrinks as 1/√n, so n_needed/n_now = (mde/δ)².
-            needed = math.ceil(n_units * (mde / abs(target)) ** 2 - 1e-9)
+            # se shrinks as 1/√n, so n_needed/n_now = (mde/δ)². A float product: a tiny delta
+            # gives inf rather than OverflowError.
+            ratio = mde / abs(target)
+            exact = n_units * ratio * ratio
+            if math.isfinite(exact) and exact <= MAX_UNITS_NEEDED:
+                needed = math.ceil(exact - 1e-9)
+            else:
+                note = (f"more than 2^53 {unit} would be needed to detect a difference of {target:.3g} "
+                        f"(the minimum detectable effect now is {mde:.3g}): no count is given")
     return PowerResult(
+        note=note,
         rule=rule,
         group=group,
         baseline=baseline,

@@ -56,3 +56,14 @@ def test_power_cli_json_shape(capsys):
 def test_power_refuses_a_median():
     with pytest.raises(RuleError, match="closed forms for a mean"):
         power_analysis(CARD, REPO / "fixtures" / "rules" / "profit_median.yaml")
+
+
+def test_a_delta_too_small_to_detect_gives_no_count_and_says_why(capsys):
+    """(mde/delta)^2 overflows a float for delta=1e-300: before, OverflowError (an internal error)."""
+    r = power_analysis(CARD, BEST, delta=1e-300).results[0]
+    assert r.mde is not None and r.mde > 0
+    assert r.n_units_needed is None and "more than 2^53" in r.note
+    assert power_analysis(CARD, BEST, delta=0.1).results[0].note is None
+    code = main(["power", str(CARD), "--rule", BEST, "--delta", "1e-300"])
+    out = capsys.readouterr().out
+    assert code == 0 and "more than 2^53 task_id would be needed" in out
