@@ -22,6 +22,10 @@ integers of any size, so text holding a run of 19 or more digits (not a fraction
 to the strict decoder. Whenever msgspec refuses, the caller decodes strictly, so a bad
 document fails with the strict decoder's own message (tests/test_jsondoc_fast.py compares
 both on adversarial JSON).
+
+`fast_text` / `fast_texts` go the other way: `importers.steps.json_text`'s text of decoded
+values by msgspec's encoder (floats rewritten where msgspec formats them unlike repr; None
+where it could differ), tested against json_text in tests/test_jsondoc_text.py.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ __all__ = [
     "fast_container",
     "fast_decode",
     "fast_items",
+    "fast_text",
+    "fast_texts",
     "may_hold_surrogate",
     "reject_constant",
     "surrogate_pointer",
@@ -260,3 +266,90 @@ def fast_items(text: str | bytes, key: str) -> Any:
     except _FAST_ERRORS:
         return MISS
     return value, [bytes(item).decode("utf-8") for item in items]
+
+
+if msgspec is not None:
+    _SORTED = msgspec.json.Encoder(order="sorted").encode
+    _FAST_ITEMS = msgspec.json.Decoder(list[msgspec.Raw]).decode  # the bytes of each item of an array
+    _ENCODE_ERRORS: tuple[type[BaseException], ...] = (msgspec.EncodeError, TypeError, ValueError, OverflowError,
+                                                        RecursionError)
+# Floats msgspec writes unlike Python's repr (which json.dumps writes): an exponent (msgspec 1e16,
+# 1.5e-7; repr 1e+16, 1.5e-07) or fixed notation below 1e-4 (msgspec 0.0000265; repr 2.65e-05); the
+# digits are the same (both the shortest that round-trip). Candidates are found by bytes.find (a
+# regex tried at every byte cost 3x the encoding): "0.0000", and an exponent, which shows as
+# "0e0" or "0e-0" once digits map to "0", e/E to "e", signs to "-" and all else to " ".
+_EXPONENTS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x65 if b in b"eE" else 0x2D if b in b"-+" else 0x20
+                   for b in range(256))
+_EXPONENT = re.compile(rb"0e-?0")
+_NUMBER = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_LONGEST_FLOAT = 32  # bytes back from a candidate to the `:`, `,` or `[` its number follows
+
+
+def fast_text(value: Any) -> str | None:
+    """`importers.steps.json_text(value)` (sorted keys, UTF-8 kept, compact) by msgspec's encoder
+    (several times faster), for a dict or list made of what a JSON decoder gives (str keys, lists,
+    str, int, float, bool, None); None when the caller must use json_text: no msgspec, another
+    type, msgspec refuses it, or the text holds `null` (msgspec writes NaN and Infinity as null,
+    which json_text refuses; a None costs the slow path)."""
+    if msgspec is None or type(value) not in (dict, list):
+        return None
+    out = _sorted_text(value)
+    return None if out is None or b"null" in out else out.decode("utf-8")
+
+
+def fast_texts(values: list[Any]) -> list[str | None] | None:
+    """`fast_text` of each item of `values` (decoded JSON), from one encoding of the list (the
+    per-item cost of a Python call, checks and fix-ups is paid once); None: use json_text."""
+    if msgspec is None:
+        return None
+    out = _sorted_text(values)
+    if out is None:
+        return None
+    texts: list[str | None] = [bytes(item).decode("utf-8") for item in _FAST_ITEMS(out)]
+    if b"null" in out:
+        texts = [None if text is None or "null" in text else text for text in texts]
+    return texts
+
+
+def _sorted_text(value: Any) -> bytes | None:
+    """msgspec's sorted encoding of `value` with floats as repr writes them (`_python_floats`);
+    None when msgspec refuses it or a float cannot be placed."""
+    try:
+        out = _SORTED(value)
+    except _ENCODE_ERRORS:
+        return None
+    tiny = b"0.0000" in out
+    marks = out.translate(_EXPONENTS) if b"e" in out or b"E" in out else b""
+    if b"0e0" not in marks and b"0e-0" not in marks:
+        marks = b""
+    return _python_floats(out, tiny, marks) if tiny or marks else out
+
+
+def _python_floats(out: bytes, tiny: bool, marks: bytes) -> bytes | None:
+    """`out` with the float at every candidate (see `_EXPONENTS`) outside a string written by repr;
+    None if one is not a JSON number after `:`, `,` or `[` ending at `,`, `]` or `}` (never seen; then
+    json_text decides). A candidate is in a string when an odd number of quotes precede it, counted
+    with every escape pair blanked out."""
+    plain = _ESCAPE.sub(b"__", out) if b"\\" in out else out  # same length: positions stay
+    hits = [m.start() for m in _EXPONENT.finditer(marks)]
+    at = plain.find(b"0.0000") if tiny else -1
+    while at >= 0:
+        hits.append(at)
+        at = plain.find(b"0.0000", at + 1)
+    parts: list[bytes] = []
+    done = counted = quotes = 0
+    for at in sorted(hits):
+        quotes += plain.count(b'"', counted, at)
+        counted = at
+        if quotes % 2 or at < done:
+            continue  # in a string, or in a number already rewritten
+        back = max(0, at - _LONGEST_FLOAT)
+        start = max(plain.rfind(b":", back, at), plain.rfind(b",", back, at), plain.rfind(b"[", back, at)) + 1
+        number = _NUMBER.match(plain, start) if start else None
+        if number is None or number.end() <= at + 1 or plain[number.end() : number.end() + 1] not in b",]}":
+            return None
+        parts += (out[done:start], repr(float(number.group())).encode())
+        done = number.end()
+    parts.append(out[done:])
+    return b"".join(parts)

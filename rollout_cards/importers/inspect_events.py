@@ -34,6 +34,7 @@ import operator
 from collections import Counter
 from typing import Any
 
+from ..jsondoc import fast_text, fast_texts
 from .inspect_log import text as json_text
 from .inspect_spans import Span, Spans, resolve
 from .steps import StepBuffer, parse_timestamp
@@ -163,8 +164,11 @@ def add_events(
     payload as it is (re-serialising every event was a third of an import's time), except
     where it may hold a NaN/Infinity literal, which JSON text cannot (then as `text`)."""
     line = _Timeline(steps)
-    if raw is not None and len(raw) != len(events):
-        raw = None
+    texts: list[str] | list[str | None] | None = raw
+    if raw is None or len(raw) != len(events):
+        # no source texts (a .json log): the payloads' texts, all in one encoding (fast_texts
+        # gives exactly what `json_text(ev)` below gives, or None for that one)
+        texts = fast_texts(events)
     seen: Counter[tuple[str, str]] = Counter()  # conversation messages already stepped
     spans: dict[str, str | None] = {}
     scorer_spans: set[str] = set()
@@ -175,7 +179,7 @@ def add_events(
             raise steps.error(f"events[{i}] is not an Inspect event (no `event` type)")
         kind = ev["event"]
         line.span = nesting.of(ev)
-        source = raw[i] if raw is not None else None
+        source = texts[i] if texts is not None else None
         ok = source is not None and "NaN" not in source and "Infinity" not in source
         payload = source if ok else None if kind == "tool" else json_text(ev)  # a tool event's is built below
         t = parse_timestamp(ev.get("timestamp"), file=steps.file, record=f"{steps.record}, events[{i}]")
@@ -311,8 +315,9 @@ def _tool(
     if not isinstance(call_id, str):
         raise steps.error(f"events[{i}] is a tool event without a string id")
     arguments = ev.get("arguments")
+    payload = {k: v for k, v in ev.items() if k != "result"}
     line.put("tool_call", t, name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
-             call_id=call_id, role="assistant", payload={k: v for k, v in ev.items() if k != "result"})
+             call_id=call_id, role="assistant", payload=fast_text(payload) or payload)  # as StepBuffer would encode it
     if ev.get("pending"):
         return  # the tool had not returned when the log was written: no result to record
     done = parse_timestamp(ev.get("completed"), file=steps.file, record=f"{steps.record}, events[{i}]")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
+from ..jsondoc import fast_text
 from .json_stream import JsonStream, parse_json, parse_json_items
 from .session import ImportSession
 from .steps import json_text
@@ -68,7 +69,11 @@ def plain(value: Any) -> Any:
 
 
 def text(value: Any) -> str:
-    """Deterministic JSON text of an Inspect value (`json_text`; non-finite floats as in `plain`)."""
+    """Deterministic JSON text of an Inspect value (`json_text`; non-finite floats as in `plain`).
+    Values here are decoded log JSON, so msgspec's encoder gives the same text (`jsondoc.fast_text`)."""
+    fast = fast_text(value)
+    if fast is not None:
+        return fast
     try:
         return json_text(value)
     except ValueError:
