@@ -9,6 +9,13 @@ without base 60; refuses scalars longer than `MAX_SCALAR_CHARS`, integers outsid
 int64, non-finite floats and lone surrogates (`"\ud800"`), so nothing a document
 says can cost more than linear time or reach a model as a value it cannot hold;
 and records the line of every key for error messages.
+
+Large documents (source data such as mini-swe-agent's exit statuses: one line per
+instance) are parsed by libyaml when PyYAML has it, ~10x faster than the pure-Python
+parser; the result is used only when that parse gets through every check of the strict
+one, and anything else (an error, a character that could start an anchor, alias or tag,
+a scalar the checks would refuse) goes through the pure-Python loader, whose result or
+error is then the answer. tests/test_yamldoc.py compares both on generated documents.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["MAX_SCALAR_CHARS", "StrictYamlError", "YamlPath", "load_strict_yaml"]
+__all__ = ["FAST_MIN_CHARS", "MAX_SCALAR_CHARS", "StrictYamlError", "YamlPath", "load_strict_yaml"]
 
 #: A scalar (key or value) longer than this is refused: rule files, specs and mappings hold
 #: short values, and the cap bounds what any one value can cost to resolve and construct.
@@ -174,8 +181,81 @@ def _walk(node: yaml.Node, path: YamlPath, lines: dict[YamlPath, int]) -> None:
             _walk(item, (*path, i), lines)
 
 
+#: Documents shorter than this are always read by the pure-Python loader (rule files, specs,
+#: mappings: small, and the exact path they always took).
+FAST_MIN_CHARS = 64 * 1024
+#: The fast path reads block mappings and sequences of plain scalars only: these characters
+#: (anchors, aliases, tags, flow collections, explicit keys, block and quoted scalars,
+#: directives, reserved indicators, tabs) send a document to the pure-Python loader. libyaml
+#: and PyYAML's own scanner disagree on some of them (a tab as white space, `{A?: 1}`: found
+#: by tests/test_yamldoc.py), and the strict loader refuses anchors, aliases and escapes libyaml
+#: would let through.
+_NOT_FAST = re.compile(r"""[&*!\t{}\[\]?|>"'%@`\\]""")
+_FAST_MAX_DEPTH = 100
+
+if getattr(yaml, "__with_libyaml__", False):
+
+    from yaml.cyaml import CParser
+
+    class _FastLoader(CParser, _Loader):  # type: ignore[misc]
+        """libyaml's parser and composer, the strict loader's resolver and constructors."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+else:  # pragma: no cover - PyYAML built without libyaml
+    _FastLoader = None  # type: ignore[assignment,misc]
+
+
+def _fast_load(text: str) -> tuple[Any, dict[YamlPath, int]] | None:
+    """The strict loader's answer by libyaml, or None when only the pure-Python loader may say."""
+    if _FastLoader is None or len(text) < FAST_MIN_CHARS or _NOT_FAST.search(text):
+        return None
+    loader = None
+    try:
+        # libyaml parses without recursion but its composer (Cython) recurses with no limit:
+        # a document nested deeper than the pure-Python loader could compose is left to it.
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > _FAST_MAX_DEPTH:
+                    return None
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        loader = _FastLoader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        lines: dict[YamlPath, int] = {}
+        _walk(node, (), lines)
+        stack = [node]
+        while stack:  # what compose_scalar_node checks, on the composed tree
+            n = stack.pop()
+            if isinstance(n, yaml.ScalarNode):
+                if len(n.value) > MAX_SCALAR_CHARS or _SURROGATE.search(n.value):
+                    return None
+            elif isinstance(n, yaml.MappingNode):
+                stack.extend(x for pair in n.value for x in pair)
+            else:
+                stack.extend(n.value)
+        return loader.construct_document(node), lines
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError):
+        return None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
 def load_strict_yaml(text: str) -> tuple[Any, dict[YamlPath, int]]:
     """The document in `text` and the line of each key path; raises StrictYamlError."""
+    fast = _fast_load(text)
+    return fast if fast is not None else _python_load(text)
+
+
+def _python_load(text: str) -> tuple[Any, dict[YamlPath, int]]:
+    """load_strict_yaml by the pure-Python parser: the reference every answer agrees with."""
     lines: dict[YamlPath, int] = {}
     loader = None
     try:
@@ -204,6 +284,11 @@ def load_strict_yaml(text: str) -> tuple[Any, dict[YamlPath, int]]:
         raise StrictYamlError(f"not valid YAML: {str(exc)[:200]}") from None
     except RecursionError:
         raise StrictYamlError("YAML nested too deeply") from None
+    except (ValueError, OverflowError) as exc:
+        # PyYAML's scanner decodes an escape with chr(): "\U0011FFFF" (past U+10FFFF) raised
+        # ValueError, "\UFFFFFFFF" OverflowError (counterexamples of the fast-path fuzz test).
+        line = loader.get_mark().line + 1 if loader is not None else None
+        raise StrictYamlError(f"not valid YAML: an escape is not a character ({exc})", line) from None
     finally:
         if loader is not None:
             loader.dispose()
