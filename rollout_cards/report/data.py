@@ -324,13 +324,23 @@ def _sample_steps(
 
 
 def _cell(value: Any, limit: int) -> Any:
-    """A JSON-safe cell: text cut to `limit` characters, times as ISO text, NaN as None."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        return str(value)
+    """A JSON-safe cell: text cut to `limit` characters, times as ISO text, NaN as None, bytes
+    as a note of their length, lists and structs cell by cell, anything else as its text (a card
+    may store a column in a type the validator flags; the page still shows what is there)."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if value != value:
+            return None
+        return str(value) if value in (float("inf"), float("-inf")) else value
     if isinstance(value, str):
         return value if len(value) <= limit else value[:limit] + f"… [{len(value) - limit} more characters]"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"[{len(value):,} bytes of binary data, not shown]"
+    if isinstance(value, dict):
+        return {str(k): _cell(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cell(v, limit) for v in value]
     if hasattr(value, "isoformat"):
         return value.isoformat()
-    return value
+    return _cell(str(value), limit)
