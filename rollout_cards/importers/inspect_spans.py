@@ -33,11 +33,12 @@ _LAUNCHERS = frozenset(("agent", "subtask", "tool", "handoff"))  # an agent span
 class Span:
     """One span of a sample: its kind, name, parent span and the timeline item of its `span_begin`."""
 
-    __slots__ = ("has_agent", "has_model", "item", "kind", "name", "parent", "resolved")
+    __slots__ = ("closed", "has_agent", "has_model", "item", "kind", "name", "parent", "resolved")
 
     def __init__(self, kind: Any, name: str | None, parent: Span | None, item: int) -> None:
         self.kind, self.name, self.parent, self.item = kind, name, parent, item
         self.has_model = self.has_agent = False  # a model event / an agent or subtask span below it
+        self.closed = False  # its span_end was read
         self.resolved: tuple[int | None, int, str | None, bool] | None = None
 
 
@@ -48,7 +49,7 @@ class Spans:
 
     def __init__(self) -> None:
         self._spans: dict[str, Span] = {}
-        self._open: list[Span] = []  # spans begun and not ended, for logs without span ids
+        self._open: list[Span] = []  # spans begun and not ended (and ended ones below one), for id-less logs
 
     def _here(self) -> Span | None:
         return self._open[-1] if self._open else None
@@ -86,9 +87,16 @@ class Spans:
         self._open.append(span)
 
     def end(self, ev: dict[str, Any]) -> None:
+        """A `span_end`: its span is no longer where later events without ids happen. Marked closed
+        and popped once no open span is above it, so ending spans in any order costs constant time
+        per span (a search of the open list per end was quadratic on a hostile log of nested spans
+        ended oldest first); the innermost open span (`_here`) is the same as after removing it."""
         span = self._spans.get(str(ev.get("id")))
-        if span is not None and span in self._open:
-            del self._open[len(self._open) - 1 - self._open[::-1].index(span)]
+        if span is None:
+            return
+        span.closed = True
+        while self._open and self._open[-1].closed:
+            self._open.pop()
 
 
 def _mark(span: Span | None, flag: str) -> None:

@@ -150,3 +150,80 @@ def test_a_wrong_type_in_a_text_field_is_never_an_internal_error(tmp_path, field
     assert result.exit_code in (0, 1) and "internal error" not in result.output, result.output
     if result.exit_code == 1:
         assert "typed.json" in result.output
+
+
+class _CountingList(list):
+    """A list that tallies its work: a search or copy costs its length, a push or pop one."""
+
+    work = 0
+
+    def __contains__(self, item):
+        _CountingList.work += len(self)
+        return super().__contains__(item)
+
+    def index(self, *args):
+        _CountingList.work += len(self)
+        return super().index(*args)
+
+    def __getitem__(self, key):
+        _CountingList.work += len(self) if isinstance(key, slice) else 1
+        return super().__getitem__(key)
+
+    def __delitem__(self, key):
+        _CountingList.work += len(self)  # a delete shifts what follows
+        return super().__delitem__(key)
+
+    def append(self, item):
+        _CountingList.work += 1
+        return super().append(item)
+
+    def pop(self, *args):
+        _CountingList.work += 1
+        return super().pop(*args)
+
+
+def test_nested_spans_ended_oldest_first_cost_linear_work(tmp_path, monkeypatch):
+    """20,000 agent spans nested in one another and ended oldest first (the worst order for a
+    stack): the open-span bookkeeping does O(spans) work, not O(spans^2), and every step's depth
+    is what a plain walk of the nesting gives (span i is at depth i; its span_end is its parent's)."""
+    from rollout_cards.importers import inspect_spans
+    from rollout_cards.validate import validate
+
+    plain_init = inspect_spans.Spans.__init__
+
+    def counting_init(self):
+        plain_init(self)
+        self._open = _CountingList()
+
+    monkeypatch.setattr(inspect_spans.Spans, "__init__", counting_init)
+    n = 20_000
+    sample = json.loads(_sample())
+    stamp = "2025-01-01T00:00:{:02d}.{:06d}+00:00"
+    events = []
+    for i in range(n):  # no span ids: the spans nest in the order they begin and end
+        events.append({"event": "span_begin", "id": f"s{i}", "type": "agent", "name": f"a{i}",
+                       "timestamp": stamp.format(10, 2 * i), "working_start": 0.0})
+        if i % 97 == 0:
+            events.append({"event": "model", "model": "m", "input": [], "output": {"choices": []},
+                           "timestamp": stamp.format(10, 2 * i + 1), "working_start": 0.0})
+    events += [{"event": "span_end", "id": f"s{i}", "timestamp": stamp.format(40, i), "working_start": 0.0}
+               for i in range(n)]
+    sample["events"] = events
+    path = tmp_path / "deep.eval"
+    _eval(path, json.dumps(sample))
+    _CountingList.work = 0
+    result = _import(tmp_path, path)
+    assert result.exit_code == 0, result.output
+    assert _CountingList.work < 10 * n  # the per-end search and reversed copy cost ~n^2 / 2 = 2e8
+    assert validate(tmp_path / "card").valid
+
+    import rollout_cards as rc
+
+    steps = rc.open(tmp_path / "card").steps().to_pylist()
+    depth: dict[str, list[int]] = {}  # plain walk: a0 is the task's own agent, each a(i+1) a sub-agent inside a(i)
+    for step in steps:
+        if step["episode_id"].endswith("/9/1"):
+            depth.setdefault(step["kind"], []).append(step["depth"])
+    assert depth["span_begin"] == [max(i - 1, 0) for i in range(n)]  # a span's own steps are its parent's
+    assert depth["message"] == list(range(0, n, 97))
+    assert sorted(depth["span_end"]) == sorted(max(i - 1, 0) for i in range(n))
