@@ -8,12 +8,13 @@ values that occur in the batch (a few rows) and the result is mapped back to the
 through the indices, without expanding a string. Otherwise the batch is evaluated as is
 (`Expression.evaluate` decodes dictionaries itself).
 
-A `PerValue` evaluator remembers the combinations it has evaluated for the dictionaries
-of recent batches (Parquet gives each row group its own dictionary, usually the same few
-values in one of a few orders), so a scan evaluates the expression a few times in all,
-and per batch only maps codes: one pass to combine them, one to look the results up.
-Only combinations that occur in a batch are ever evaluated (an expression may fail on
-values that no row holds, e.g. an overflow).
+A `PerValue` evaluator remembers what it has evaluated for the dictionaries of recent
+batches (Parquet gives each row group its own dictionary, usually the same few values in
+one of a few orders), so a scan evaluates the expression a few times in all, and per
+batch only maps codes: one pass to combine them, one to look the results up. Few
+combinations are evaluated all at once; if that fails (an expression may fail on values
+that no row holds, e.g. an overflow), and for many, only those that occur, as they come,
+so a batch fails exactly when its row-by-row evaluation does.
 
     PerValue(expr).values(batch) -> pa.Array   the same values as expr.evaluate(batch)
     PerValue(expr).mask(batch) -> bool ndarray a boolean expression, null as False
@@ -37,6 +38,8 @@ __all__ = ["PerValue", "decoded", "evaluate", "evaluate_mask"]
 #: Combinations of distinct values (product of the dictionaries' sizes) above which the
 #: batch is evaluated row by row: the lookup table would cost more than it saves.
 MAX_COMBINATIONS = 1 << 16
+#: Combinations up to which all are evaluated at once (see _Table).
+_WHOLE = 1 << 12
 #: Dictionaries of strings this small (values, bytes) are remembered by their values (others
 #: only while the same dictionary comes back, as within one row group).
 _SMALL_DICTIONARY = 256
@@ -54,31 +57,56 @@ def decoded(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
 
 
 class _Table:
-    """The expression's results over the combinations of one set of dictionaries that have
-    been evaluated: `slot[c]` is combination c's position in `results` (-1: not yet)."""
+    """The expression's results over the value combinations of one set of dictionaries.
 
-    def __init__(self, dictionaries: list[pa.Array], sizes: list[int], keep: bool):
+    A table of at most _WHOLE combinations is evaluated on all of them at once (`whole`:
+    a row's combination is its position in `results`, so a batch is mapped with one
+    lookup). An expression may fail on a combination no row holds (an overflow, a bad
+    pattern in a column): then, and for larger tables, only the combinations that occur
+    are evaluated, as they come (`slot[c]`: combination c's position in `results`, -1
+    not yet), and a failure is the one row-by-row evaluation raises."""
+
+    def __init__(self, expr: Expression, names: list[str], dictionaries: list[pa.Array], sizes: list[int],
+                 keep: bool):
         self.dictionaries = dictionaries if keep else None  # alive while their buffers identify them
         self.values = [pa.concat_arrays([d, pa.nulls(1, d.type)]) for d in dictionaries]  # null: last code
         self.sizes = sizes
-        self.slot = np.full(int(np.prod(sizes)), -1, dtype=np.int32)
         self.results: pa.Array | None = None
         self.truth = np.zeros(0, dtype=bool)  # results as a mask (null: False)
+        total = int(np.prod(sizes))
+        self.whole = False
+        if total <= _WHOLE:
+            try:
+                self.results = expr.evaluate(self._combinations(names, np.arange(total)))
+                self.whole = True
+            except Exception:  # noqa: BLE001 - speculative: the exact path below raises what rows raise
+                self.results = None
+        self.slot = None if self.whole else np.full(total, -1, dtype=np.int32)
 
-    def add(self, expr: Expression, names: list[str], combos: np.ndarray) -> None:
-        """Evaluate `expr` on the combinations `combos` (not yet evaluated)."""
+    def _combinations(self, names: list[str], combos: np.ndarray) -> pa.RecordBatch:
         digits, rest = [], combos
         for size in reversed(self.sizes):
             rest, digit = np.divmod(rest, size)
             digits.append(digit)
         digits.reverse()
-        small = pa.RecordBatch.from_arrays(
+        return pa.RecordBatch.from_arrays(
             [v.take(int64_array(d)) for v, d in zip(self.values, digits, strict=True)], names=names
         )
-        new = expr.evaluate(small)
-        start = 0 if self.results is None else len(self.results)
-        self.results = new if self.results is None else pa.concat_arrays([self.results, new])
-        self.slot[combos] = np.arange(start, start + len(combos), dtype=np.int32)
+
+    def slots(self, expr: Expression, names: list[str], row: np.ndarray) -> np.ndarray:
+        """Each row's position in `results` (evaluating the combinations not seen yet)."""
+        if self.whole:
+            return row
+        assert self.slot is not None
+        slots = self.slot[row]
+        if slots.min() < 0:
+            combos = np.flatnonzero(np.bincount(row[slots < 0], minlength=len(self.slot)))
+            new = expr.evaluate(self._combinations(names, combos))
+            start = 0 if self.results is None else len(self.results)
+            self.results = new if self.results is None else pa.concat_arrays([self.results, new])
+            self.slot[combos] = np.arange(start, start + len(combos), dtype=np.int32)
+            slots = self.slot[row]
+        return slots
 
     def mask(self) -> np.ndarray:
         """The (boolean) results as a mask, null as False."""
@@ -114,11 +142,11 @@ class PerValue:
             # a large dictionary (or not of strings) comes back only within its row group:
             # keep the last one only, so that no row group's dictionary is held past it
             if self._recent is None or self._recent[0] != key:
-                self._recent = (key, _Table(dictionaries, sizes, keep=True))
+                self._recent = (key, _Table(self.expr, names, dictionaries, sizes, keep=True))
             return self._recent[1]
         table = self._tables.get(key)
         if table is None:
-            table = self._tables[key] = _Table(dictionaries, sizes, keep=False)
+            table = self._tables[key] = _Table(self.expr, names, dictionaries, sizes, keep=False)
             if len(self._tables) > _REMEMBERED:
                 self._tables.popitem(last=False)
         else:
@@ -143,11 +171,7 @@ class PerValue:
         row = dictionary_codes(columns[0], sizes[0] - 1).astype(np.int32, copy=False)
         for column, size in zip(columns[1:], sizes[1:], strict=True):
             row = row * np.int32(size) + dictionary_codes(column, size - 1)
-        slots = table.slot[row]
-        if slots.min() < 0:
-            table.add(self.expr, names, np.unique(row[slots < 0]))
-            slots = table.slot[row]
-        return table, slots
+        return table, table.slots(self.expr, names, row)
 
     def values(self, batch: pa.RecordBatch) -> pa.Array:
         """`expr.evaluate(batch)`, computed per distinct value when the batch allows it."""

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..numpy_arrow import int64_array
 
-__all__ = ["Factor", "combine", "factorize", "label_sort_key"]
+__all__ = ["Factor", "combine", "factorize", "label_sort_key", "unique_codes"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,6 +93,19 @@ def factorize(table: pa.Table | pa.RecordBatch, columns: Sequence[str]) -> Facto
                    presorted=all(ranked for _, _, ranked in per_column))
 
 
+def unique_codes(packed: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(packed, return_inverse=True)` of codes in [0, total): when few codes are
+    possible, which occur is one counting pass and no sort (the same codes, ascending, and
+    each row's position among them)."""
+    if total <= max(1 << 20, 4 * len(packed)):
+        uniq = np.flatnonzero(np.bincount(packed, minlength=total))
+        lookup = np.zeros(total, dtype=np.int64)
+        lookup[uniq] = np.arange(uniq.size)
+        return uniq, lookup[packed]
+    uniq, inverse = np.unique(packed, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
 def combine(codes: Sequence[np.ndarray], values: Sequence[list[Any]], n: int, *, presorted: bool = False) -> Factor:
     """Combine per-column codes (into `values[j]`) into one Factor over the tuples. With
     `presorted`, each `values[j]` is in `label_sort_key` order (None last), so the tuples come
@@ -107,16 +120,7 @@ def combine(codes: Sequence[np.ndarray], values: Sequence[list[Any]], n: int, *,
         packed = np.zeros(n, dtype=np.int64)
         for c, size in zip(codes, sizes, strict=True):
             packed = packed * size + np.asarray(c, dtype=np.int64)
-        total = int(np.prod(np.asarray(sizes, dtype=np.float64)))
-        if total <= max(1 << 20, 4 * n):
-            # few possible tuples: which occur is one counting pass, no sort (same result
-            # as np.unique: the tuples that occur, ascending, and each row's position)
-            uniq = np.flatnonzero(np.bincount(packed, minlength=total))
-            lookup = np.zeros(total, dtype=np.int64)
-            lookup[uniq] = np.arange(uniq.size)
-            inverse = lookup[packed]
-        else:
-            uniq, inverse = np.unique(packed, return_inverse=True)
+        uniq, inverse = unique_codes(packed, int(np.prod(np.asarray(sizes, dtype=np.float64))))
         digits = []
         for size in reversed(sizes):
             uniq, k = np.divmod(uniq, size)

@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..errors import CardFormatError, RuleError
 from ..tables import TerminalStatus
 from .aggregation import best_of_k_warning
-from .grouping import Factor, factorize
+from .grouping import Factor, factorize, unique_codes
 from .reducers import reduce_attempts
 
 if TYPE_CHECKING:
@@ -307,7 +307,8 @@ def _cell_sums(cells: _Cells, n_strata: int) -> dict[tuple[int, int], CellSums]:
     so each unit's values are added in the order of the observations."""
     n_units = max(1, len(cells.unit_labels))
     packed = (cells.group * n_strata + cells.stratum) * n_units + cells.unit
-    uniq, inverse = np.unique(packed, return_inverse=True)
+    n_cells = (int(cells.group.max()) + 1) * n_strata if cells.group.size else 1
+    uniq, inverse = unique_codes(packed, n_cells * n_units)
     v = cells.values
     counts = np.bincount(inverse, minlength=uniq.size)
     sums = np.bincount(inverse, weights=v, minlength=uniq.size)

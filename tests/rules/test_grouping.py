@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollout_cards.rules.grouping import factorize, label_sort_key
+from rollout_cards.rules.grouping import factorize, label_sort_key, unique_codes
 
 
 def test_codes_and_sorted_labels_with_nulls_last():
@@ -61,3 +62,13 @@ def test_nan_labels_keep_the_python_order():
     assert f.labels[1:3] == [(0.5,), (1.0,)] or f.labels[:2] == [(0.5,), (1.0,)]
     assert f.labels[-1] == (None,)
     assert [f.labels[c][0] for c in f.codes][1:] == [1.0, None, 0.5, 1.0]
+
+
+@given(st.lists(st.integers(0, 40), max_size=200), st.sampled_from([41, 1 << 21]))
+def test_unique_codes_equal_numpy_s_unique(codes, total):
+    # counting pass (few possible codes) and sort (many), against np.unique itself
+    packed = np.array(codes, dtype=np.int64)
+    uniq, inverse = unique_codes(packed, total)
+    expected, expected_inverse = np.unique(packed, return_inverse=True)
+    assert uniq.tolist() == expected.tolist()
+    assert inverse.tolist() == expected_inverse.reshape(-1).tolist()
