@@ -48,6 +48,7 @@ from rollout_cards.expr._parser import (
     walk,
 )
 from rollout_cards.expr._parser import Literal as Lit
+from rollout_cards.expr._regex import named_groups
 
 __all__ = ["ArrayBackend", "Emitter", "ExpressionBackend", "NotPushable"]
 
@@ -401,10 +402,17 @@ class Emitter:
                 "replace_substring_regex", [text], pc.ReplaceSubstringOptions(pattern, repl)
             )
         group = node.args[2].value if len(node.args) > 2 else 0  # type: ignore[attr-defined]
-        # The whole text replaced by the group of the leftmost match (as re.search);
-        # texts without a match give null.
-        # The match is group 1 of the wrapping pattern, the pattern's group g is g + 1.
-        whole = pc.ReplaceSubstringOptions(f"(?s)^.*?({pattern}).*$", f"\\{group + 1}")
+        named = named_groups(pattern)
+        if named is not None:
+            # One pass: the group of the leftmost match (as re.search), null without one.
+            # The whole match is group g0 around the pattern (its flags stay inside it).
+            renamed, _ = named
+            groups = b.call("extract_regex", [text], pc.ExtractRegexOptions(f"(?P<g0>{renamed})"))
+            return b.call("struct_field", [groups], pc.StructFieldOptions([group]))
+        # The whole text replaced by the group of the leftmost match; texts without a match
+        # give null. The match is group 1 of the wrapping pattern, the pattern's group g is
+        # g + 1; only the wrapper's dots cross newlines.
+        whole = pc.ReplaceSubstringOptions(f"^(?s:.*?)({pattern})(?s:.*)$", f"\\{group + 1}")
         found = b.call("match_substring_regex", [text], pc.MatchSubstringOptions(pattern))
         extracted = b.call("replace_substring_regex", [text], whole)
         return b.call("if_else", [found, extracted, b.literal(None, STR)])

@@ -122,6 +122,26 @@ class Selection:
         return self._starts
 
 
+def _seq_ascends(batch: pa.RecordBatch, starts: np.ndarray) -> bool:
+    """Whether seq ascends within each run (a run may start lower than the last one ended)."""
+    seq = batch.column("seq").to_numpy(zero_copy_only=False)
+    ascends = np.diff(seq) > 0
+    ascends[starts[1:] - 1] = True
+    return bool(ascends.all())
+
+
+def picked_rows(mask: np.ndarray, starts: np.ndarray, *, first: bool) -> np.ndarray:
+    """The first (or last) selected row of each run that has one, in order: one reduction
+    per run over the row numbers, the unselected ones out of reach."""
+    n = len(mask)
+    position = np.arange(n, dtype=np.int64)
+    if first:
+        at = np.minimum.reduceat(np.where(mask, position, n), starts)
+        return at[at < n]
+    at = np.maximum.reduceat(np.where(mask, position, -1), starts)
+    return at[at >= 0]
+
+
 def selected_partial(
     feature: CompiledFeature, selection: Selection, names: pa.Array | None = None,
     evaluator: enc.PerValue | None = None,
@@ -132,7 +152,7 @@ def selected_partial(
     agg, batch, mask = feature.agg, selection.batch, selection.mask
     if mask is None or agg not in (FeatureAgg.COUNT, FeatureAgg.FIRST, FeatureAgg.LAST):
         return _partial(feature, selection.filtered(), names, evaluator)
-    ids, n, starts = batch.column("episode_id"), batch.num_rows, selection.starts()
+    ids, starts = batch.column("episode_id"), selection.starts()
     if agg is FeatureAgg.COUNT:
         counts = np.add.reduceat(mask, starts, dtype=np.int64)
         keep = counts > 0
@@ -141,19 +161,10 @@ def selected_partial(
         else:
             run_ids = enc.decoded(ids.take(int64_array(starts[keep])))
         return pa.table({"episode_id": run_ids, "n": counts[keep]})
-    seq = batch.column("seq").to_numpy(zero_copy_only=False)
-    inner = np.ones(n, dtype=bool)
-    inner[starts] = False
-    if not np.all(np.diff(seq)[inner[1:]] > 0):
+    if not _seq_ascends(batch, starts):
         return _partial(feature, selection.filtered(), names, evaluator)
-    rows = np.flatnonzero(mask)
-    run_of = np.searchsorted(starts, rows, side="right") - 1
-    change = np.flatnonzero(run_of[1:] != run_of[:-1]) + 1
-    if agg is FeatureAgg.FIRST:
-        at = rows[np.concatenate([[0], change])]
-    else:
-        at = rows[np.concatenate([change - 1, [rows.size - 1]])]
-    picked = batch.take(pa.array(at))
+    at = picked_rows(mask, starts, first=agg is FeatureAgg.FIRST)
+    picked = batch.take(int64_array(at))
     return pa.table(
         {
             "episode_id": enc.decoded(picked.column("episode_id")),
@@ -175,22 +186,18 @@ def _partial(
     starts = seg.run_starts(ids)
     if agg is FeatureAgg.COUNT:
         return _segment_partial(feature, ids, None, starts, n)  # type: ignore[return-value]
-    if agg in (FeatureAgg.FIRST, FeatureAgg.LAST):
-        seq = batch.column("seq").to_numpy(zero_copy_only=False)
-        inner = np.ones(n, dtype=bool)
-        inner[starts] = False
-        if n and np.all(np.diff(seq)[inner[1:]] > 0):
-            # seq ascends within each run: first / last are at the run's ends, and the value
-            # (a function of its row) is computed for those rows only
-            at = pa.array(starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1)
-            picked = batch.take(at)
-            return pa.table(
-                {
-                    "episode_id": enc.decoded(picked.column("episode_id")),
-                    "seq": picked.column("seq"),
-                    "v": _value_column(feature, picked, evaluator),
-                }
-            )
+    if agg in (FeatureAgg.FIRST, FeatureAgg.LAST) and n and _seq_ascends(batch, starts):
+        # seq ascends within each run: first / last are at the run's ends, and the value
+        # (a function of its row) is computed for those rows only
+        at = pa.array(starts if agg is FeatureAgg.FIRST else np.append(starts[1:], n) - 1)
+        picked = batch.take(at)
+        return pa.table(
+            {
+                "episode_id": enc.decoded(picked.column("episode_id")),
+                "seq": picked.column("seq"),
+                "v": _value_column(feature, picked, evaluator),
+            }
+        )
     values = _value_column(feature, batch, evaluator)
     partial = _segment_partial(feature, ids, values, starts, n)
     if partial is not None:

@@ -45,6 +45,18 @@ PATTERNS = {
     r"b$": r"b\Z",
     r"(a|ab)(b*)": r"(a|ab)(b*)",
     r"[A-B]+:?\s*(\d)?": r"[A-B]+:?\s*(\d)?",
+    # capture groups among the syntax that also holds parentheses (one RE2 pass names them)
+    r"(?P<x>a)(b)?": r"(?P<x>a)(b)?",
+    r"(?:a|b)(:)": r"(?:a|b)(:)",
+    r"[(]?(a)[)]?\(?": r"[(]?(a)[)]?\(?",
+    r"[]a](b)": r"[]a](b)",
+    r"[^]a](b)": r"[^]a](b)",
+    r"(?i:A)(b)": r"(?i:A)(b)",
+    r"[[:digit:]](a)": r"[0-9](a)",
+    r"a.(b)": r"a.(b)",  # a dot does not cross a newline, as in regex_match
+    # syntax the renaming leaves to the two-pass way
+    r"\Qa:\E(b)": r"a:(b)",
+    r"(?<n>a)(b)": r"(?P<n>a)(b)",
 }
 
 

@@ -218,3 +218,18 @@ def test_every_layout_gives_the_plain_python_answer(synthetic, compiled, referen
         for name, value in expected[row["episode_id"]].items():
             got = row[name]
             assert got == pytest.approx(value) if isinstance(value, float) else got == value, (layout, row["episode_id"], name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.booleans(), min_size=1, max_size=6), min_size=1, max_size=12), st.booleans())
+def test_picked_rows_are_the_first_or_last_selected_row_of_each_run(runs, first):
+    from rollout_cards.rules._feature_partials import picked_rows
+
+    mask = np.array([m for run in runs for m in run], dtype=bool)
+    starts = np.cumsum([0] + [len(run) for run in runs[:-1]]).astype(np.int64)
+    expected = []
+    for start, run in zip(starts.tolist(), runs, strict=True):
+        hits = [start + i for i, m in enumerate(run) if m]
+        if hits:
+            expected.append(hits[0] if first else hits[-1])
+    assert picked_rows(mask, starts, first=first).tolist() == expected
