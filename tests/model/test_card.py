@@ -124,3 +124,11 @@ def test_versions_with_long_valid_parts_are_accepted():
     doc = __import__("json").loads((FIXTURE_CARDS / "synthetic" / "card.json").read_text())
     doc["version"] = "9223372036854775807.0.1-rc.1+build.5"
     assert CardManifest.model_validate(doc).version == doc["version"]
+
+
+def test_two_rules_cannot_share_a_file():
+    """10,000 entries naming one file made `rcard validate` parse it 10,000 times (minutes) and
+    `rcard report` run past any timeout; each rule has its own file."""
+    refs = [{"id": f"r{i}", "path": "rules/r0.yaml", "sha256": "a" * 64} for i in range(3)]
+    with pytest.raises(ValidationError, match="rules 0 and 1 are both stored in 'rules/r0.yaml'"):
+        CardManifest.model_validate(_manifest(rules=refs))
