@@ -16,7 +16,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from .card import RULE_ID, empty_dict, empty_list
 from .schemas import register_document
@@ -249,6 +249,14 @@ class Aggregate(_Model):
     """How strata are pooled: equal (each stratum 1/S) or by_count (by observations)."""
     higher_is_better: bool = True
     """Direction of the metric: false when lower is better (cost, error rate); rank 1 is then the lowest."""
+
+    @field_validator("group_by", "strata")
+    @classmethod
+    def _distinct(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        # A group key names each column once (group_by: [agent, agent] was an internal error).
+        if len(set(value)) != len(value):
+            raise ValueError(f"{info.field_name} names a column more than once")
+        return value
 
     @field_validator("unit")
     @classmethod

@@ -88,3 +88,20 @@ def test_every_field_has_a_description_in_the_schema():
     for name, definition in schema["$defs"].items():
         for field, spec in definition.get("properties", {}).items():
             assert spec.get("description"), f"{name}.{field} has no docstring"
+
+
+@pytest.mark.parametrize("key", ["group_by", "strata"])
+def test_a_group_key_names_each_column_once(key, tmp_path):
+    """`group_by: [agent, agent]` made `rcard rescore` fail inside the engine (internal error,
+    "('beta',) is not in list"); refused where the rule is read, naming the key."""
+    with pytest.raises(ValidationError, match=f"{key} names a column more than once"):
+        Rule.model_validate({"rule": "x", "score": "1", "aggregate": {key: ["agent", "agent"]}})
+    from typer.testing import CliRunner
+
+    from rollout_cards.cli import app
+
+    rule = tmp_path / "r.yaml"
+    rule.write_text(f"rule: x.y\nscore: score.success\naggregate:\n  {key}: [agent, agent]\n")
+    result = CliRunner().invoke(app, ["rescore", str(REPO / "fixtures/cards/synthetic"), "--rule", str(rule)])
+    assert result.exit_code == 2 and f"r.yaml:4: aggregate.{key}: {key} names a column more than once" in result.output, \
+        result.output
