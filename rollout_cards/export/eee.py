@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import ExportError
 from ..io.targets import directory_target, local_paths
@@ -409,6 +411,21 @@ def _episode_steps(card: Any, wanted: set[str]) -> Iterator[tuple[str, list[dict
         yield current, sorted(rows, key=lambda s: s["seq"])
 
 
+_MS_PER_UNIT = {"s": 1e3, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
+
+
+def _rows(identity: pa.Table) -> list[dict[str, Any]]:
+    """The observations' episode columns as Python values, timestamps as float milliseconds
+    since the epoch: Arrow stores any int64 as a timestamp, Python's datetime stops at year
+    9999 (an ended_at in year 20000 was an internal error, OverflowError)."""
+    for i, f in enumerate(identity.schema):
+        if pa.types.is_timestamp(f.type):
+            ticks = pc.cast(identity.column(i), pa.int64())
+            ms = pc.multiply(pc.cast(ticks, pa.float64(), safe=False), _MS_PER_UNIT[f.type.unit])
+            identity = identity.set_column(i, pa.field(f.name, pa.float64()), ms)
+    return identity.to_pylist()
+
+
 def _write_instances(card: Any, links: list, *, binary_of: dict[int, bool], report: EeeExport) -> None:
     # Per episode: the (rule, run, log, result id, value) of every observation that is that episode.
     per_episode: dict[str, list[tuple[Any, RuleRun, _Log, str, float, dict[str, Any]]]] = {}
@@ -417,7 +434,7 @@ def _write_instances(card: Any, links: list, *, binary_of: dict[int, bool], repo
         obs = run.observations
         if obs is None:
             continue
-        rows = obs.identity.to_pylist()
+        rows = _rows(obs.identity)
         for i, (code, value) in enumerate(zip(obs.codes.tolist(), np.asarray(obs.values, dtype=float).tolist(),
                                               strict=True)):
             target = by_group.get(code)
@@ -452,7 +469,7 @@ def _write_instances(card: Any, links: list, *, binary_of: dict[int, bool], repo
                                      "total_tokens": total if total is not None else t_in + t_out}
         start, end = row.get("started_at"), row.get("ended_at")
         if start is not None and end is not None:
-            record["performance"] = {"latency_ms": max((end - start).total_seconds() * 1000, 0.0)}
+            record["performance"] = {"latency_ms": max(end - start, 0.0)}
         status = row.get("status")
         if status is not None and status != "completed":
             record["error"] = ": ".join(str(x) for x in (status, row.get("error_type"), row.get("error_message"))

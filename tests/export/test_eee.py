@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,37 @@ def test_every_number_in_details_is_named_and_finite(tau2_card, tmp_path):
                     "interval_method", "interval_level"):
             assert key in details
         assert math.isfinite(entry["score_details"]["score"])
+
+
+def test_latency_is_computed_from_the_stored_timestamps_even_past_year_9999(tmp_path):
+    """Arrow stores any int64 as a timestamp; converting one past year 9999 to a Python datetime
+    made `rcard export eee` an internal error (OverflowError: date value out of range)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rollout_cards.io.finalize import refresh_manifest
+
+    card = tmp_path / "c"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    card.chmod(0o755)
+    table = pq.read_table(card / "episodes.parquet")
+    start = [1_700_000_000_000_000 + i for i in range(table.num_rows)]  # epoch microseconds
+    end = [s + 1_500_250 for s in start]
+    end[0] = 600_000_000_000_000_000  # year ~20983
+    ts = pa.timestamp("us", "UTC")
+    for name, values in (("started_at", start), ("ended_at", end)):
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, pa.field(name, ts), pa.array(values, pa.int64()).cast(ts))
+    (card / "episodes.parquet").chmod(0o644)
+    pq.write_table(table, card / "episodes.parquet")
+    refresh_manifest(card)
+    result = CliRunner().invoke(app, ["export", "eee", str(card), "-o", str(tmp_path / "e")])
+    assert result.exit_code == 0, result.output
+    latencies = {}
+    for path in (tmp_path / "e").rglob("*_samples.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            latencies[record["metadata"]["episode_id"]] = record["performance"]["latency_ms"]
+    ids = table.column("episode_id").to_pylist()
+    assert latencies[ids[0]] == pytest.approx((end[0] - start[0]) / 1000)
+    assert {latencies[e] for e in ids[1:] if e in latencies} == {1500.25}
