@@ -468,7 +468,7 @@ def _write_instances(card: Any, links: list, *, binary_of: dict[int, bool], repo
             record["token_usage"] = {"input_tokens": t_in, "output_tokens": t_out,
                                      "total_tokens": total if total is not None else t_in + t_out}
         start, end = row.get("started_at"), row.get("ended_at")
-        if start is not None and end is not None:
+        if isinstance(start, float) and isinstance(end, float):  # timestamps (_rows), not another type
             record["performance"] = {"latency_ms": max(end - start, 0.0)}
         status = row.get("status")
         if status is not None and status != "completed":

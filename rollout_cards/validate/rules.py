@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CardFormatError, DecodeLimitError, ExpressionError, RuleError
+from ..errors import CardFormatError, DecodeLimitError, ExpressionError, RuleError, StatisticsError
 from ..io.reader import Card
 from .context import CheckContext
 from .layout import MANIFEST
@@ -135,6 +135,10 @@ def check_replay(ctx: CheckContext) -> None:
                                  step_features=ctx.engine.step_features(card) if ctx.engine else None)
         except RuleError as exc:
             f.add("rule-invalid", _rule_problem(exc), file=path)
+            continue
+        except StatisticsError as exc:  # the card's values give the rule no statistic (e.g. squares overflow)
+            f.add("rule-invalid", f"replaying rule {excerpt(rule_id)} on this card's values: {str(exc)[:200]}",
+                  file=path)
             continue
         except DecodeLimitError as exc:
             f.add("parquet-decode-limit", f"replaying rule {excerpt(rule_id)}: {exc}", file=path)

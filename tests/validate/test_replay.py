@@ -35,3 +35,20 @@ def test_a_rule_that_does_not_compile_or_fit_the_card_is_rule_invalid(synthetic_
     (finding,) = [f for f in validate(synthetic_copy).findings if f.code == "rule-invalid"]
     assert finding.location.file == RULE
     assert finding.message.startswith("score: unknown column 'score.sucess'")
+
+
+def test_scores_whose_squares_overflow_make_the_rule_invalid_not_the_validator_crash(synthetic_copy):
+    """score.success = 1e308 is finite (valid) but its square is not: the replay's statistics
+    refused it (StatisticsError) and the validator reported an internal error (exit 2)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(synthetic_copy / "episodes.parquet")
+    i = table.schema.get_field_index("score.success")
+    table = table.set_column(i, pa.field("score.success", pa.float64()), pa.array([1e308] * table.num_rows))
+    pq.write_table(table, synthetic_copy / "episodes.parquet")
+    refresh_manifest(synthetic_copy)
+    report = validate(synthetic_copy)
+    assert report.outcome == "invalid" and "rule-invalid" in report.codes(), report.codes()
+    [finding] = [f for f in report.findings if f.code == "rule-invalid"]
+    assert finding.location.file == "rules/synthetic.success_rate.yaml" and "NaN or infinite" in finding.message
