@@ -49,6 +49,15 @@ GroupValue = str | int | float | bool | None
 StatusPolicy = Literal["score", "exclude"] | float
 
 
+def _once(columns: list[str], what: str) -> None:
+    """ValueError naming the first column `what` lists twice (a key names each column once)."""
+    seen: set[str] = set()
+    for column in columns:
+        if column in seen:
+            raise ValueError(f"{what} names a column more than once ({column[:80]!r}); list each column once")
+        seen.add(column)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -179,8 +188,7 @@ class Reduce(_Model):
             raise ValueError(
                 f"short applies to pass_at_k and pass_hat_k only, not to {self.with_.value}"
             )
-        if len(set(self.by)) != len(self.by):
-            raise ValueError("reduce.by names a column more than once")
+        _once(self.by, "reduce.by")
         return self
 
 
@@ -254,8 +262,7 @@ class Aggregate(_Model):
     @classmethod
     def _distinct(cls, value: list[str], info: ValidationInfo) -> list[str]:
         # A group key names each column once (group_by: [agent, agent] was an internal error).
-        if len(set(value)) != len(value):
-            raise ValueError(f"{info.field_name} names a column more than once")
+        _once(value, str(info.field_name))
         return value
 
     @field_validator("unit")
@@ -264,8 +271,7 @@ class Aggregate(_Model):
         if isinstance(value, list):
             if not value:
                 raise ValueError("unit must name at least one column")
-            if len(set(value)) != len(value):
-                raise ValueError("unit names a column more than once")
+            _once(value, "unit")
         return value
 
     def unit_columns(self) -> list[str] | None:
