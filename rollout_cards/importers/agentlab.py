@@ -32,6 +32,7 @@ from typing import Any
 
 from ..errors import SourceFormatError
 from .base import ImportRequest
+from .compression import HEAD_BYTES, compressed_error
 from .json_stream import read_document
 from .rule_files import rule_document
 from .session import ImportSession
@@ -225,8 +226,9 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                                             file=str(path), record=f"row {number}")
                 yield number, {k: _cell(v) for k, v in zip(header, cells, strict=True) if k}
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise SourceFormatError(f"is not a readable CSV file: {exc}", file=str(path),
-                                    record=f"row {number + 1}") from None
+            error = SourceFormatError(f"is not a readable CSV file: {exc}", file=str(path), record=f"row {number + 1}")
+            with open(path, "rb") as raw:
+                raise compressed_error(str(path), raw.read(HEAD_BYTES)) or error from None
 
 
 def _cell(text: str) -> Any:

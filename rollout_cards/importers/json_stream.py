@@ -39,6 +39,7 @@ from ..jsondoc import (
     reject_constant,
     surrogate_pointer,
 )
+from .compression import HEAD_BYTES, compressed_error
 
 __all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "parse_json", "parse_json_items",
            "read_document", "reject_constant"]
@@ -99,7 +100,8 @@ def parse_json(
     try:
         return _decode(data, _CONSTANTS_DECODER if constants else _DECODER, fast=fast)
     except ValueError as exc:
-        raise SourceFormatError(str(exc), file=name, record=record) from None
+        head = data[:HEAD_BYTES] if isinstance(data, bytes) else b""
+        raise compressed_error(name, head, record) or SourceFormatError(str(exc), file=name, record=record) from None
 
 
 def parse_json_items(
@@ -195,10 +197,12 @@ class JsonStream:
         self.record: str | None = None  # label used in error messages
         self._fast = fast  # objects and arrays decoded by jsondoc.fast_container where it is exact
         self._window = _MIN_WINDOW
+        self._head = b""  # the file's first bytes: a failure there may be a compressed file
 
     # -- buffer ---------------------------------------------------------------------
     def _error(self, message: str) -> SourceFormatError:
-        return SourceFormatError(message, file=self.name, record=self.record)
+        return compressed_error(self.name, self._head, self.record) or SourceFormatError(
+            message, file=self.name, record=self.record)
 
     def _fill(self, at_least: int = 0) -> bool:
         """Append at least `at_least` (and one chunk) more bytes' worth of text; False at end of file."""
@@ -209,6 +213,8 @@ class JsonStream:
             self._buf = self._buf[self._pos :]
             self._pos = 0
         raw = self._fh.read(max(at_least, _CHUNK))
+        if not self._head:
+            self._head = raw[:HEAD_BYTES]
         try:
             text = self._decode.decode(raw, final=not raw)
         except UnicodeDecodeError as exc:
@@ -394,6 +400,8 @@ def iter_jsonl(fh: BinaryIO, name: str, *, max_line_bytes: int = DEFAULT_MAX_VAL
         try:
             value = _decode(raw)
         except ValueError as exc:
+            if number == 1 and (compressed := compressed_error(name, raw[:HEAD_BYTES])) is not None:
+                raise compressed from None
             truncated = "" if raw.endswith(b"\n") else " (the last line has no newline: is the file truncated?)"
             raise SourceFormatError(f"{exc}{truncated}", file=name, record=f"line {number}") from None
         yield number, value

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import SourceFormatError
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
+from .compression import HEAD_BYTES, compressed_error
 
 __all__ = ["MAX_ENTRIES", "children", "read_yaml", "regular_file"]
 
@@ -43,12 +44,14 @@ def read_yaml(path: Path, *, max_bytes: int) -> tuple[object, dict[YamlPath, int
     each key path; every problem a SourceFormatError naming the file."""
     if path.stat().st_size > max_bytes:
         raise SourceFormatError(f"is larger than {max_bytes} bytes", file=str(path))
+    data = path.read_bytes()
     try:
-        return load_strict_yaml(path.read_bytes().decode("utf-8"))
+        return load_strict_yaml(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise SourceFormatError(f"is not UTF-8: {exc.reason}", file=str(path)) from None
+        error = SourceFormatError(f"is not UTF-8: {exc.reason}", file=str(path))
     except StrictYamlError as exc:
-        raise SourceFormatError(f"is not valid YAML: {exc}", file=str(path)) from None
+        error = SourceFormatError(f"is not valid YAML: {exc}", file=str(path))
+    raise compressed_error(str(path), data[:HEAD_BYTES]) or error
 
 
 def children(directory: Path) -> Iterator[tuple[str, Path, bool]]:

@@ -1,0 +1,65 @@
+"""Recognise a compressed source by its first bytes, and say how to decompress it.
+
+Importers read their formats uncompressed. A `results.jsonl.gz` handed to one used to
+fail as "not valid UTF-8 at byte 1"; every reader that decodes a source's bytes
+(`json_stream.JsonStream`, `iter_jsonl`, `parse_json`, `source_dir.read_yaml`, the
+AgentLab CSV reader) asks `compressed_error` when the bytes at the start of a file do not
+decode or parse, so every importer says the same thing: which compression the file
+shows, and the command that decompresses it. Only the failure path looks, so reading an
+uncompressed source costs nothing more.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ..errors import SourceFormatError
+
+__all__ = ["HEAD_BYTES", "compressed_error", "compression_of"]
+
+#: Bytes of a file's start that `compression_of` needs.
+HEAD_BYTES = 6
+
+# (magic, name, the command that writes the decompressed bytes of FILE to stdout)
+_MAGIC = (
+    (b"\x1f\x8b", "gzip", "gunzip -c"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc"),
+    (b"\xfd7zXZ\x00", "xz", "xz -dc"),
+    (b"BZh", "bzip2", "bunzip2 -c"),
+    (b"PK\x03\x04", "zip", "unzip -l"),
+)
+_SUFFIXES = (".gz", ".zst", ".zstd", ".xz", ".bz2", ".zip")
+
+
+def compression_of(head: bytes) -> str | None:
+    """The compression (or zip container) whose magic number `head` starts with, else None."""
+    for magic, kind, _ in _MAGIC:
+        if head.startswith(magic):
+            if kind == "bzip2" and not (len(head) > 3 and head[3:4].isdigit()):
+                return None  # "BZh" is text too; bzip2 writes the block size digit after it
+            return kind
+    return None
+
+
+def compressed_error(name: str, head: bytes, record: str | None = None) -> SourceFormatError | None:
+    """The error for a source `name` whose first bytes are `head`, when they show a
+    compression; None when they do not (the caller's own error stands)."""
+    kind = compression_of(head)
+    if kind is None:
+        return None
+    magic, command = next((m, c) for m, k, c in _MAGIC if k == kind)
+    base = name.rsplit("/", 1)[-1]
+    plain = next((base[: -len(s)] for s in _SUFFIXES if base.lower().endswith(s) and len(base) > len(s)), None)
+    q = shlex.quote
+    if kind == "zip":
+        how = f"extract the file it holds (`{command} {q(base)}` lists them) and import that"
+    elif plain:
+        how = f"decompress it first (`{command} {q(base)} > {q(plain)}`) and import {plain!r}"
+    else:
+        tmp = f"{base}.plain"
+        how = (f"decompress it in place under the name the format expects (`{command} {q(base)} > {q(tmp)} && "
+               f"mv {q(tmp)} {q(base)}`)")
+    what = "a zip archive" if kind == "zip" else f"{kind}-compressed"
+    return SourceFormatError(
+        f"is {what} (its first bytes are the {kind} magic number {magic.hex(' ')}); importers read their "
+        f"formats uncompressed: {how}", file=name, record=record)

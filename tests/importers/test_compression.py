@@ -1,0 +1,126 @@
+"""A compressed source is named as such by every importer, with the command that decompresses it."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers.compression import compressed_error, compression_of
+from rollout_cards.importers.run import import_source
+from tests.conftest import external
+
+
+def _zip(data: bytes) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("inner.json", data)
+    return out.getvalue()
+
+
+COMPRESS = {
+    "gzip": lambda b: gzip.compress(b, mtime=0),
+    "zstd": lambda b: zstandard.ZstdCompressor().compress(b),
+    "xz": lzma.compress,
+    "bzip2": bz2.compress,
+    "zip": _zip,
+}
+
+SUFFIX = {"gzip": ".gz", "zstd": ".zst", "xz": ".xz", "bzip2": ".bz2", "zip": ".zip"}
+
+# (format, source under ../shared/data/external, the file in it that is compressed — None: the source itself)
+CASES = [
+    ("tau-bench", "tau-bench/gpt-4o-airline.json", None),
+    ("tau2-bench", "tau2-bench/qwen2.5-7b_airline_default_gpt-4.1-2025-04-14_1trials.json", None),
+    ("atif", "harbor/hello-world-timeout.trajectory.json", None),
+    ("agentbench", "agentbench/medagentbench-std_gemini-2.0/runs.jsonl", None),
+    ("agentlab", "agentlab/2024-08-01_10-20-52_GenericAgent_on_miniwob.ascending-numbers_64_e6d2d5",
+     "summary_info.json"),
+    ("agentlab", "agentlab/result_df_trial_1_of_3.csv", None),
+    ("openhands", "openhands/v1_sdk_openagentsafety/output.jsonl", None),
+    ("swe-agent", "swe-agent/v1/6e44b9__sweagenttestrepo-1c2844.traj", None),
+    ("swe-agent", "swe-agent/v0/all_preds.jsonl", None),
+    ("mini-swe-agent", "mini-swe-agent/deepseek_reasoner_dev", "preds.json"),
+    ("mini-swe-agent", "mini-swe-agent/deepseek_reasoner_dev", "exit_statuses_1776073811.3981779.yaml"),
+    ("mini-swe-agent", "mini-swe-agent/deepseek_reasoner_dev", "pvlib__pvlib-python-1606.traj.json"),
+    ("swe-bench", "swe-bench/harness_deepseek_chat_dev/deepseek__deepseek-chat.deepseek_chat_dev.json", None),
+    ("lm-eval", "lm-eval/negotiationtom_Qwen3-8B", "results_2026-07-08T18-15-33.115417.json"),
+    ("lm-eval", "lm-eval/negotiationtom_Qwen3-8B",
+     "samples_negotiationtom_belief_2026-07-08T18-15-33.115417.jsonl"),
+]
+
+
+def _source(tmp_path: Path, rel: str, member: str | None, kind: str) -> tuple[Path, Path]:
+    """A copy of a real source with one file's bytes replaced by their `kind` compression;
+    (the source to import, the compressed file)."""
+    real = external(rel)
+    if member is None:
+        src = tmp_path / f"{real.name}{SUFFIX[kind]}"
+        src.write_bytes(COMPRESS[kind](real.read_bytes()))
+        return src, src
+    src = tmp_path / real.name
+    shutil.copytree(real, src)
+    target = src / member
+    target.write_bytes(COMPRESS[kind](target.read_bytes()))
+    return src, target
+
+
+@pytest.mark.parametrize(("fmt", "rel", "member"), CASES, ids=[f"{c[0]}:{c[2] or Path(c[1]).name}" for c in CASES])
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_every_importer_names_a_compressed_source(tmp_path, fmt, rel, member, kind):
+    src, compressed = _source(tmp_path, rel, member, kind)
+    with pytest.raises(SourceFormatError) as info:
+        import_source(fmt, [src], tmp_path / "card")
+    message = str(info.value)
+    assert info.value.file == str(compressed)
+    assert f"is {kind}-compressed" in message and "decompress it" in message
+    assert "UTF-8" not in message
+    assert not (tmp_path / "card").exists()
+
+
+@pytest.mark.parametrize("kind", ["xz", "bzip2", "zip"])
+def test_other_compressions_are_named_too(tmp_path, kind):
+    src, _ = _source(tmp_path, "openhands/v1_sdk_openagentsafety/output.jsonl", None, kind)
+    with pytest.raises(SourceFormatError, match="zip archive" if kind == "zip" else f"is {kind}-compressed"):
+        import_source("openhands", [src], tmp_path / "card")
+
+
+def test_keep_going_does_not_hide_a_compressed_file(tmp_path):
+    src, _ = _source(tmp_path, "agentbench/medagentbench-std_gemini-2.0/runs.jsonl", None, "gzip")
+    with pytest.raises(SourceFormatError, match="gzip-compressed"):
+        import_source("agentbench", [src], tmp_path / "card", keep_going=True)
+
+
+def test_the_message_names_the_command_and_the_decompressed_file():
+    error = compressed_error("runs/out put.jsonl.gz", gzip.compress(b"{}\n")[:6], "line 1")
+    assert error is not None and error.file == "runs/out put.jsonl.gz" and error.record == "line 1"
+    assert "`gunzip -c 'out put.jsonl.gz' > 'out put.jsonl'`" in str(error)
+    assert "and import 'out put.jsonl'" in str(error) and "magic number 1f 8b)" in str(error)
+    # a compressed file under the plain name a directory format expects is decompressed in place
+    inside = str(compressed_error("run/preds.json", zstandard.ZstdCompressor().compress(b"{}")[:6]))
+    assert "`zstd -dc preds.json > preds.json.plain && mv preds.json.plain preds.json`" in inside
+
+
+@pytest.mark.parametrize(("head", "kind"), [
+    (gzip.compress(b"x")[:6], "gzip"), (zstandard.ZstdCompressor().compress(b"x")[:6], "zstd"),
+    (lzma.compress(b"x")[:6], "xz"), (bz2.compress(b"x")[:6], "bzip2"), (_zip(b"x")[:6], "zip"),
+    (b'{"a":', None), (b"BZh is text", None), (b"", None), (b"\x1f", None),
+])
+def test_compression_of(head, kind):
+    assert compression_of(head) == kind
+
+
+def test_plain_sources_that_fail_keep_their_own_message(tmp_path):
+    bad = tmp_path / "output.jsonl"
+    bad.write_bytes(b'\xff\xfe{"instance_id": "a"}\n')
+    with pytest.raises(SourceFormatError, match="not valid UTF-8") as info:
+        import_source("openhands", [bad], tmp_path / "card")
+    assert info.value.record == "line 1"
