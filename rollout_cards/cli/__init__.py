@@ -7,8 +7,6 @@ stopped by SIGINT (130) or SIGTERM (143). Library errors become one-line message
 traceback is printed only with RCARD_DEBUG=1.
 """
 
-from __future__ import annotations
-
 import copy
 import errno
 import importlib

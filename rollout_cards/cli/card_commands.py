@@ -1,7 +1,5 @@
 """`rcard info`, `rcard recover`, `rcard schemas`."""
 
-from __future__ import annotations
-
 import json
 from enum import StrEnum
 from pathlib import Path

@@ -1,7 +1,5 @@
 """`rcard export`: a card's results in other tools' formats."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

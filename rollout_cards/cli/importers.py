@@ -1,7 +1,5 @@
 """`rcard import FORMAT SOURCE... -o DIR`: turn other tools' logs into a rollout card."""
 
-from __future__ import annotations
-
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -100,7 +98,7 @@ def import_command(
     typer.echo(_render(result), nl=False)
 
 
-def _render(result: ImportResult) -> str:
+def _render(result: "ImportResult") -> str:
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
     lines = [f"imported {result.episodes} episodes ({statuses}), {result.steps} steps into {result.path}"]
     for rule in result.rules:

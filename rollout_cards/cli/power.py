@@ -1,7 +1,5 @@
 """`rcard power`: units needed for a comparison, from the card's own variance."""
 
-from __future__ import annotations
-
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -24,7 +22,7 @@ def _pairs(mapping: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in mapping.items()) or "(all)"
 
 
-def _table(report: PowerReport) -> str:
+def _table(report: "PowerReport") -> str:
     from ..rules.results import format_value
 
     lines = [f"== power of {report.rule} on {report.card}"]

@@ -1,7 +1,5 @@
 """`rcard pack`, `unpack`, `redact`, `card`, `keygen`, `sign`, `verify`."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any

@@ -1,7 +1,5 @@
 """`rcard report`: one self-contained HTML page of a card, its rules and its episodes."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

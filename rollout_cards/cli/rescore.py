@@ -1,8 +1,6 @@
 """`rcard rescore`: a card's declared rules and alternative rules side by side; `rcard rules`:
 the rule library."""
 
-from __future__ import annotations
-
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any

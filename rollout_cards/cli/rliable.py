@@ -1,8 +1,6 @@
 """`rcard rliable`: rliable's statistics (IQM, optimality gap, profiles, probability of
 improvement) of a rule's scores, groups as methods, with stratified-bootstrap intervals."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,7 +17,7 @@ def _pairs(mapping: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in mapping.items()) or "(all)"
 
 
-def _text(report: RunsTasksReport) -> str:
+def _text(report: "RunsTasksReport") -> str:
     from ..rules.results import format_value
 
     d = report.details

@@ -1,7 +1,5 @@
 """`rcard validate`: run every check on a card and print the report (text or JSON)."""
 
-from __future__ import annotations
-
 import contextlib
 from enum import StrEnum
 from pathlib import Path
