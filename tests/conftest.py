@@ -30,3 +30,16 @@ def external(rel: str) -> Path:
     if not path.exists():
         pytest.skip(f"../shared/data/external/{rel} is not available (../shared is absent beside the repo)")
     return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for `pytest -n` (pytest-xdist, `--dist loadgroup`): a module's tests share one
+    worker (its module-scoped fixtures, such as logs written by Inspect, are built once), and
+    the Ray tests share one so that two local Ray clusters never run at once (they watch their
+    workers through /proc)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        module = item.nodeid.split("::", 1)[0]
+        group = "ray" if module.startswith("tests/scale/") else module
+        item.add_marker(pytest.mark.xdist_group(group))
