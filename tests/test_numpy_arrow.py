@@ -77,6 +77,22 @@ def test_dictionary_codes_keep_their_width_unless_the_null_code_needs_more(indic
             assert codes.dtype == np.dtype(index_type.to_pandas_dtype())  # a view, not widened
 
 
+@given(st.lists(st.one_of(st.none(), st.integers(0, 9)), max_size=120),
+       st.lists(st.integers(-(2**31), 2**31 - 1), min_size=1, max_size=7), st.integers(0, 9),
+       st.sampled_from([0, -7, 9, 300, 2**40]), st.sampled_from([pa.int8(), pa.int16(), pa.int32(), pa.int64()]))
+def test_dictionary_codes_ignore_what_null_rows_hold(indices, garbage, offset, null_code, index_type):
+    # a null row's index slot may hold any value (Arrow leaves it undefined): it must not leak
+    dtype = np.dtype(index_type.to_pandas_dtype())
+    info = np.iinfo(dtype)
+    slots = np.array([garbage[i % len(garbage)] if v is None else v for i, v in enumerate(indices)], dtype=np.int64)
+    slots = np.clip(slots, info.min, info.max).astype(dtype)
+    valid = bool_array([v is not None for v in indices]).buffers()[1]
+    raw = pa.Array.from_buffers(index_type, len(indices), [valid, pa.py_buffer(slots)])
+    column = pa.DictionaryArray.from_arrays(raw, pa.array([f"w{i}" for i in range(10)])).slice(min(offset, len(indices)))
+    expected = [null_code if i is None else i for i in indices[min(offset, len(indices)):]]
+    assert dictionary_codes(column, null_code).tolist() == expected
+
+
 def _string_array(values: list[bytes | None]) -> pa.Array:
     """A string array over raw bytes, which may be invalid UTF-8 (pa.array would refuse them)."""
     data = b"".join(v or b"" for v in values)

@@ -189,7 +189,7 @@ class PerValue:
             out = pc.fill_null(self.expr.evaluate(batch), False)
             return np.asarray(out.to_numpy(zero_copy_only=False), dtype=bool)
         table, slots = found
-        return table.mask()[slots]
+        return np.take(table.mask(), slots)  # (take: ~2x faster than indexing with int32 slots)
 
 
 def evaluate(expr: Expression, batch: pa.RecordBatch) -> pa.Array:

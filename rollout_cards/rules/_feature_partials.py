@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ..errors import RuleError
 from ..expr import segments as seg
 from ..model.rule import FeatureAgg
-from ..numpy_arrow import int64_array
+from ..numpy_arrow import dictionary_codes, int64_array
 from . import _encoded as enc
 from . import _feature_merge as merging
 from ._feature_merge import (
@@ -241,6 +241,9 @@ class Positions:
         ids = batch.column("episode_id")
         n = batch.num_rows
         starts = seg.run_starts(ids)
+        fast = self._in_dictionary_order(batch, ids, starts)
+        if fast is not None:
+            return fast
         run_ids = enc.decoded(ids.take(pa.array(starts)))
         if len(starts) > 1:  # a dictionary that repeats a value splits a run: join it again
             same = pc.equal(run_ids.slice(1), run_ids.slice(0, len(starts) - 1))
@@ -257,3 +260,30 @@ class Positions:
         run_rows = np.arange(first, first + m, dtype=np.int64)
         at = batch.schema.get_field_index("episode_id")
         return batch.set_column(at, "episode_id", int64_array(np.repeat(run_rows, lengths))), starts, run_rows
+
+    def _in_dictionary_order(self, batch: pa.RecordBatch, ids: pa.Array,
+                             starts: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray] | None:
+        """`rows` for the usual Parquet batch: a dictionary listing each run's id once, in
+        run order (code k = run k), so the runs' ids are the dictionary and each row's episode
+        row is its code plus the first run's row: no take, no decode, no repeat. None when the
+        batch is not so (`rows` then does the general work, with the same result)."""
+        if not pa.types.is_dictionary(ids.type) or ids.null_count or len(ids.dictionary) != len(starts):
+            return None
+        codes = dictionary_codes(ids)
+        m = len(starts)
+        if not np.array_equal(codes[starts], np.arange(m, dtype=codes.dtype)):
+            return None
+        run_ids = ids.dictionary
+        if run_ids.null_count:
+            return None
+        if m > 1 and pc.any(pc.equal(run_ids.slice(1), run_ids.slice(0, m - 1))).as_py():
+            return None  # a repeated id splits a run: the general path joins it
+        first = self.next
+        if first and run_ids[0].as_py() == self.ids[first - 1].as_py():
+            first -= 1
+        if first + m > len(self.ids) or not pc.all(pc.equal(run_ids, self.ids.slice(first, m))).as_py():
+            return None
+        self.next = first + m
+        at = batch.schema.get_field_index("episode_id")
+        rows = codes.astype(np.int64) + first
+        return batch.set_column(at, "episode_id", int64_array(rows)), starts, np.arange(first, first + m, dtype=np.int64)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rollout_cards.errors import ExpressionError, RuleError
@@ -233,3 +234,67 @@ def test_picked_rows_are_the_first_or_last_selected_row_of_each_run(runs, first)
         if hits:
             expected.append(hits[0] if first else hits[-1])
     assert picked_rows(mask, starts, first=first).tolist() == expected
+
+
+def _id_batch(ids: list[str], how: str, rng) -> pa.Array:
+    """`ids` as a scan may hand them out: plain, or dictionary-encoded with the dictionary in
+    run order (Parquet's), shuffled, with unused values, or with a value listed twice."""
+    if how == "plain":
+        return pa.array(ids)
+    values = list(dict.fromkeys(ids))
+    if how == "shuffled":
+        values = [values[i] for i in rng.permutation(len(values))]
+    elif how == "unused":
+        values = [*values, "zz-unused"]
+    elif how == "sorted":
+        values = sorted(values, key=lambda v: int(v[1:]))  # the episodes' order, not the runs'
+    index = {v: i for i, v in enumerate(values)}
+    codes = [index[i] for i in ids]
+    if how == "twice":  # the first value listed twice, its later rows using the copy
+        values = [values[0], *values]
+        run = sum(1 for i in ids if i == ids[0]) if len(set(ids)) > 1 else len(ids)
+        codes = [c + 1 if c or j >= (run + 1) // 2 else 0 for j, c in enumerate(codes)]
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(values))
+
+
+@settings(max_examples=150, deadline=None)
+@example([2, 2, 2], [], ["sorted"], 0, False, 0)  # the dictionary in the episodes' order, the runs not
+@example([4], [], ["twice"], 0, False, -1)  # one run split in two by a repeated value
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=12), st.lists(st.integers(1, 9), max_size=5),
+       st.lists(st.sampled_from(["plain", "run order", "shuffled", "unused", "twice", "sorted"]), min_size=1, max_size=8),
+       st.integers(0, 2**16), st.booleans(), st.integers(-1, 11))
+def test_positions_number_rows_by_their_episode_or_give_up(lengths, cuts, hows, seed, skip_one, swap):
+    # Each step row gets its episode's row while the runs follow the episodes' order (checked
+    # against plain Python over the ids), whatever the batches' dictionaries; the first batch
+    # that leaves the order gets None.
+    from rollout_cards.rules._feature_partials import Positions
+
+    rng = np.random.default_rng(seed)
+    episodes = [f"e{i}" for i in range(len(lengths))]
+    stepped = [e for i, e in enumerate(episodes) if not (skip_one and i == len(episodes) // 2)]
+    if 0 <= swap < len(stepped) - 1:  # two episodes' steps out of the episodes' order
+        stepped[swap], stepped[swap + 1] = stepped[swap + 1], stepped[swap]
+    rows = [e for e in stepped for _ in range(lengths[episodes.index(e)])]
+    bounds = sorted({0, len(rows), *[c % (len(rows) + 1) for c in np.cumsum(cuts).tolist()]})
+    positions = Positions(pa.chunked_array([pa.array(episodes)]))
+    following, at = True, 0
+    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        ids = rows[a:b]
+        batch = pa.record_batch({"episode_id": _id_batch(ids, hows[k % len(hows)], rng), "x": pa.array(range(b - a))})
+        runs = [i for j, i in enumerate(ids) if j == 0 or ids[j - 1] != i]
+        first = at - 1 if at and runs[0] == episodes[at - 1] else at
+        following = following and episodes[first : first + len(runs)] == runs
+        if hows[k % len(hows)] == "run order" and following:  # Parquet's layout takes the short way
+            starts = np.array([j for j in range(len(ids)) if j == 0 or ids[j - 1] != ids[j]], dtype=np.int64)
+            assert copy.copy(positions)._in_dictionary_order(batch, batch.column(0), starts) is not None
+        got = positions.rows(batch)
+        if not following:
+            assert got is None
+            return
+        assert got is not None
+        numbered, starts, run_rows = got
+        assert numbered.column("episode_id").to_pylist() == [episodes.index(i) for i in ids]
+        assert numbered.column("x").to_pylist() == list(range(b - a))
+        assert starts.tolist() == [j for j in range(len(ids)) if j == 0 or ids[j - 1] != ids[j]]
+        assert run_rows.tolist() == [episodes.index(i) for i in runs]
+        at = first + len(runs)
