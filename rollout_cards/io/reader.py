@@ -27,6 +27,7 @@ from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column
 from .decode import DecodeBudget, variable_width
 from .integrity import FileVerifier
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
+from .read_ahead import read_ahead
 
 if TYPE_CHECKING:
     # Imported where a dataset is built: pyarrow.dataset loads pandas when it is installed
@@ -507,9 +508,8 @@ class Card:
         budget = DecodeBudget(f"{self.source.name}: the {table} table", stored)
         verified = False
         try:
-            for raw in scan.to_batches(
-                columns=read, batch_size=batch_size, batch_readahead=2, fragment_readahead=1
-            ):
+            raws = scan.to_batches(columns=read, batch_size=batch_size, batch_readahead=2, fragment_readahead=1)
+            for raw in read_ahead(raws):  # decoded on a thread while the caller works
                 if not verified:  # the first batch was decoded while the parts were hashed
                     self._verified(table)
                     verified = True
