@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..numpy_arrow import int64_array
+from ..numpy_arrow import dictionary_codes
 
 __all__ = ["Factor", "combine", "factorize", "label_sort_key", "unique_codes"]
 
@@ -56,9 +56,33 @@ def _value_order(dictionary: pa.Array) -> np.ndarray | None:
     return pc.array_sort_indices(dictionary).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
+def _from_dictionaries(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array] | None:
+    """A dictionary column of strings as (codes, distinct values), null rows coded len(values),
+    from its dictionaries unified across chunks: no string is decoded or hashed per row. Values
+    no row holds may be listed (`combine` labels only the codes that occur). None when the
+    values are not strings or a dictionary repeats a value."""
+    t = column.type.value_type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)):
+        return None
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    chunks = pa.table({"c": pa.chunked_array(chunks, column.type)}).unify_dictionaries().column(0).chunks
+    if not chunks:
+        return None
+    dictionary = chunks[0].dictionary
+    if dictionary.null_count or pc.count_distinct(dictionary).as_py() != len(dictionary):
+        return None
+    size = len(dictionary)
+    return np.concatenate([dictionary_codes(c, size) for c in chunks]).astype(np.int64, copy=False), dictionary
+
+
 def _column_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any], bool]:
     """Codes into the column's distinct values, and whether the values are in sorted order
     (then the codes are ranks, and tuples of them sort as their labels do)."""
+    if pa.types.is_dictionary(column.type):
+        found = _from_dictionaries(column)
+        if found is not None:
+            return _ranked(*found)
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if pa.types.is_dictionary(column.type):
@@ -66,20 +90,26 @@ def _column_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[
     encoded = pc.dictionary_encode(column)
     dictionary = encoded.dictionary
     indices = encoded.indices.to_numpy(zero_copy_only=False)
-    order = _value_order(dictionary)
-    if order is not None:
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        dictionary = dictionary.take(int64_array(order))
-    values = dictionary.to_pylist()
     if encoded.null_count:
         # Null rows get the code after the last value; their label is None (sorted last).
         mask = encoded.indices.is_null().to_numpy(zero_copy_only=False)
-        indices = np.where(mask, len(values), np.nan_to_num(indices, nan=0)).astype(np.int64)
-        values.append(None)
-    indices = indices.astype(np.int64, copy=False)
+        indices = np.where(mask, len(dictionary), np.nan_to_num(indices, nan=0)).astype(np.int64)
+    return _ranked(indices.astype(np.int64, copy=False), dictionary)
+
+
+def _ranked(indices: np.ndarray, dictionary: pa.Array) -> tuple[np.ndarray, list[Any], bool]:
+    """`_column_codes` from codes into `dictionary` (distinct values; null rows coded
+    len(dictionary)): the codes made ranks when Arrow can sort the values as Python does."""
+    order = _value_order(dictionary)
+    values = dictionary.to_pylist()
     if order is not None:
-        indices = np.append(rank, len(rank))[indices]  # the null code stays last
+        values = [values[i] for i in order.tolist()]
+        rank = np.empty(len(order) + 1, dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        rank[-1] = len(order)  # the null code stays last
+        indices = rank[indices]
+    if indices.size and int(indices.max()) == len(values):
+        values.append(None)
     return indices, values, order is not None
 
 

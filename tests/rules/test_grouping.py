@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rollout_cards.rules.grouping import factorize, label_sort_key, unique_codes
@@ -72,3 +72,38 @@ def test_unique_codes_equal_numpy_s_unique(codes, total):
     expected, expected_inverse = np.unique(packed, return_inverse=True)
     assert uniq.tolist() == expected.tolist()
     assert inverse.tolist() == expected_inverse.reshape(-1).tolist()
+
+
+@st.composite
+def _dictionary_chunks(draw):
+    """A string column as a reader hands it out: chunks each with its own dictionary (other
+    orders, unused values, perhaps a value listed twice), nulls, a slice."""
+    words = ["b", "a", "é", "", "ab", "zz"]
+    chunks, rows = [], []
+    for _ in range(draw(st.integers(1, 4))):
+        values = draw(st.lists(st.sampled_from(words), min_size=1, max_size=6, unique=True))
+        if draw(st.booleans()) and len(values) > 1:
+            values = [*values, values[0]]  # a dictionary repeating a value
+        picks = draw(st.lists(st.one_of(st.none(), st.integers(0, len(values) - 1)), max_size=12))
+        chunks.append(pa.DictionaryArray.from_arrays(pa.array(picks, pa.int32()), pa.array(values)))
+        rows += [None if p is None else values[p] for p in picks]
+    start = draw(st.integers(0, len(rows)))
+    column = pa.chunked_array(chunks, chunks[0].type).slice(start)
+    return column, rows[start:]
+
+
+_TWICE = pa.DictionaryArray.from_arrays(pa.array([0, 2, None, 1], pa.int32()), pa.array(["a", "b", "a"]))
+
+
+@given(_dictionary_chunks(), st.lists(st.integers(-2, 2), min_size=100, max_size=100))
+@example((pa.chunked_array([_TWICE]), ["a", "a", None, "b"]), [0] * 100)  # one dictionary, "a" twice
+def test_dictionary_columns_give_the_labels_of_their_values(encoded, other):
+    # grouped from the dictionaries (unified across chunks, only values that occur) or, when a
+    # dictionary repeats a value, from the decoded strings: Python's labels either way
+    column, rows = encoded
+    ints = other[: len(rows)]
+    t = pa.table({"s": column, "i": pa.array(ints, pa.int64())})
+    for names, expected_rows in ((["s"], [(r,) for r in rows]), (["s", "i"], list(zip(rows, ints, strict=True)))):
+        f = factorize(t, names)
+        assert f.labels == sorted(set(expected_rows), key=label_sort_key)
+        assert [f.labels[c] for c in f.codes] == expected_rows
