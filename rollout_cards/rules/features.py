@@ -40,6 +40,7 @@ from ..errors import ExpressionError, RuleError
 from ..expr import Expression, parse_expression
 from ..expr import segments as seg
 from ..model.rule import Feature, FeatureAgg
+from ..numpy_arrow import validity
 from . import _encoded as enc
 from ._feature_merge import LISTS, MAX_LIST_ITEMS, ORDERED, compact, final_values, with_ids
 from ._feature_partials import Positions, Selection, selected_partial
@@ -378,6 +379,23 @@ def _default(feature: CompiledFeature) -> pa.Scalar:
     return pa.scalar(None, feature.type)
 
 
+def _nulls_as_empty(column: pa.ChunkedArray | pa.Array, default: pa.Scalar) -> pa.ChunkedArray:
+    """A list column with its null lists made empty: the same offsets and items without the
+    validity bitmap, when every null list's slot is empty (as Arrow builds them); otherwise
+    if_else with a column of empty lists (pa.repeat of [] over a million rows: ~0.4 s)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = []
+    for chunk in chunks:
+        if chunk.null_count:
+            offsets = chunk.offsets.to_numpy(zero_copy_only=False)
+            if np.all((offsets[1:] == offsets[:-1]) | validity(chunk)):
+                chunk = pa.ListArray.from_arrays(chunk.offsets, chunk.values, type=chunk.type)
+            else:
+                chunk = pc.if_else(pc.is_null(chunk), pa.repeat(default, len(chunk)), chunk)
+        out.append(chunk)
+    return pa.chunked_array(out, column.type)
+
+
 def attach_features(
     episodes: pa.Table, computed: dict[str, pa.Table], features: Sequence[CompiledFeature]
 ) -> pa.Table:
@@ -398,7 +416,7 @@ def attach_features(
         default = _default(feature)
         if default.is_valid:
             if pa.types.is_list(feature.type):
-                column = pc.if_else(pc.is_null(column), pa.repeat(default, len(column)), column)
+                column = _nulls_as_empty(column, default)
             else:
                 column = pc.coalesce(column, default)
         episodes = episodes.append_column(pa.field(feature.name, feature.type), column)
