@@ -19,6 +19,7 @@ so a batch fails exactly when its row-by-row evaluation does.
     PerValue(expr).values(batch) -> pa.Array   the same values as expr.evaluate(batch)
     PerValue(expr).mask(batch) -> bool ndarray a boolean expression, null as False
     evaluate(expr, batch), evaluate_mask(expr, batch): the same, without memory
+    evaluate_rows(expr, table) -> expr.evaluate(table), per value when its string columns repeat
     decoded(array) -> the array with a dictionary cast to its value type
 """
 
@@ -33,7 +34,7 @@ import pyarrow.compute as pc
 from ..expr import Expression
 from ..numpy_arrow import dictionary_codes, int64_array
 
-__all__ = ["PerValue", "decoded", "evaluate", "evaluate_mask"]
+__all__ = ["PerValue", "decoded", "evaluate", "evaluate_mask", "evaluate_rows"]
 
 #: Combinations of distinct values (product of the dictionaries' sizes) above which the
 #: batch is evaluated row by row: the lookup table would cost more than it saves.
@@ -190,6 +191,32 @@ class PerValue:
             return np.asarray(out.to_numpy(zero_copy_only=False), dtype=bool)
         table, slots = found
         return np.take(table.mask(), slots)  # (take: ~2x faster than indexing with int32 slots)
+
+
+#: A string column is encoded for `evaluate_rows` when this many of its first rows hold at
+#: most _SAMPLE_DISTINCT values (a sample: judging the whole column costs what encoding it does).
+_SAMPLE = 1 << 14
+_SAMPLE_DISTINCT = 256
+
+
+def evaluate_rows(expr: Expression, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """`expr.evaluate(table)`; per distinct value when every column it reads is a string
+    column repeating few values (an extracted answer against a target letter): those are
+    dictionary-encoded (one hash pass each, instead of the expression's kernels, e.g. a regex,
+    over every row) and `PerValue` evaluates their combinations. Same values either way."""
+    names = sorted(n for n in expr.names if n in table.schema.names)
+    if not names or table.num_rows < 2 * _SAMPLE:
+        return expr.evaluate(table)
+    columns = []
+    for name in names:
+        column = table.column(name)
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            return expr.evaluate(table)
+        if pc.count_distinct(column.slice(0, _SAMPLE)).as_py() > _SAMPLE_DISTINCT:
+            return expr.evaluate(table)
+        whole = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        columns.append(pc.dictionary_encode(whole))
+    return PerValue(expr).values(pa.RecordBatch.from_arrays(columns, names=names))
 
 
 def evaluate(expr: Expression, batch: pa.RecordBatch) -> pa.Array:

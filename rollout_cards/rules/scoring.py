@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..errors import CardFormatError, RuleError
 from ..tables import TerminalStatus
+from ._encoded import evaluate_rows
 from .aggregation import best_of_k_warning
 from .grouping import Factor, factorize, unique_codes
 from .reducers import reduce_attempts
@@ -55,11 +56,11 @@ def _as_float(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
 def _score(table: pa.Table, plan: _Plan) -> _Scored:
     rule, file, n = plan.rule, plan.file, table.num_rows
     if plan.select is not None:
-        selected = plan.select.evaluate(table).fill_null(False).to_numpy(zero_copy_only=False)
+        selected = evaluate_rows(plan.select, table).fill_null(False).to_numpy(zero_copy_only=False)
         selected = np.asarray(selected, dtype=bool)
     else:
         selected = np.ones(n, dtype=bool)
-    raw = _as_float(plan.score.evaluate(table)) if n else np.zeros(0)
+    raw = _as_float(evaluate_rows(plan.score, table)) if n else np.zeros(0)
     statuses = factorize(table, ["status"])
     allowed = {s.value for s in TerminalStatus}
     values = np.full(n, np.nan)

@@ -132,3 +132,44 @@ def test_a_stream_of_batches_with_changing_dictionaries(seed, which, batches, la
         assert per_value.values(batch).equals(expected)
         if expected.type == pa.bool_():
             assert per_value.mask(batch).tolist() == [bool(v) for v in expected.to_pylist()]
+
+
+TABLE_EXPRESSIONS = [
+    "regex_extract(final, r'ANSWER: ([A-D])', 1) == target",
+    "coalesce(final, '') + target",
+    "if(target == 'A', 1, 0) + len(coalesce(final, ''))",
+    "final == target or is_null(final)",
+    "regex_extract(final, r'ANSWER: ([A-D])', 1) == target and n > 2",  # n is no string: rows
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 200), chunks=st.integers(1, 4), nulls=st.booleans(),
+       distinct=st.sampled_from([3, 40]), which=st.sampled_from(TABLE_EXPRESSIONS))
+def test_table_evaluation_per_value_equals_the_rows(seed, n, chunks, nulls, distinct, which):
+    # few distinct strings: encoded and evaluated per value; many (over the sample's limit) or
+    # a non-string column: row by row; the same values either way
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(enc, "_SAMPLE", 8)
+        patch.setattr(enc, "_SAMPLE_DISTINCT", 5)
+        _check_table_evaluation(seed, n, chunks, nulls, distinct, which)
+
+
+def _check_table_evaluation(seed, n, chunks, nulls, distinct, which):  # noqa: ANN001
+    rng = np.random.default_rng(seed)
+    finals = [f"x ANSWER: {'ABCD'[i % 4]}{i // 4 if i >= 4 else ''}" for i in range(distinct)]
+    rows = {
+        "final": [None if nulls and rng.random() < 0.2 else finals[int(rng.integers(distinct))] for _ in range(n)],
+        "target": [["A", "B", "C", "D"][int(rng.integers(4))] for _ in range(n)],
+        "n": rng.integers(0, 5, n).tolist(),
+    }
+    cut = sorted(rng.integers(0, n + 1, chunks - 1).tolist())
+    bounds = [0, *cut, n]
+    table = pa.Table.from_batches(
+        [pa.record_batch({k: pa.array(v[a:b], pa.int64() if k == "n" else pa.string()) for k, v in rows.items()})
+         for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+    expr = parse_expression(which)
+    expected = expr.evaluate(table)
+    got = enc.evaluate_rows(expr, table)
+    assert got.to_pylist() == expected.to_pylist()
+    assert got.type == expected.type
