@@ -24,20 +24,24 @@ the matching `delegate` observation are the sub-agent's (the parent waits while 
 delegate runs on the shared event stream): `parent_seq` = the span, `depth` + 1, `agent` =
 the delegate; then `span_end` and the observation as the call's `tool_result`. Delegations
 nest. A history that ends inside a delegation closes its spans (`payload.unclosed`).
-V1 SDK sub-agents (DelegateTool, TaskTool) run in conversations of their own, so their
-events are not in the line: a drop counts the sub-agent runs (`_v1_sub_agent_runs`).
+V1 SDK sub-agents (DelegateTool, TaskTool) run in conversations of their own, which the
+benchmarks harness archives as `conversations/<instance_id>.tar.gz` beside output.jsonl:
+when a line launches sub-agents and that archive is there, their runs are nested under the
+launching call (`openhands_v1`, `openhands_archive`); what cannot be nested is declared.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ..errors import SourceFormatError
 from .base import ImportRequest
 from .json_stream import iter_jsonl
-from .openai_chat import content_text
+from .openhands_archive import ConversationArchive, archive_path
+from .openhands_v1 import SubAgentCounts, V1Events, launches, v1_step
 from .session import ImportSession
 from .steps import StepBuffer, json_text
 
@@ -69,13 +73,14 @@ class OpenHandsImporter:
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every line of every source."""
         request.check_options(self.name, self.options)
-        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0, "v1_sub_agents": 0}
+        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0}
+        subs = SubAgentCounts()
         for index, path in enumerate(request.sources):
             session.add_source(path, self.name, request.url(index))
             with open(path, "rb") as fh:
                 for number, record in session.guard(iter_jsonl(fh, str(path))):
                     with session.record():
-                        row, steps = _episode(record, f"line {number}", str(path), request.agent, session, stats)
+                        row, steps = _episode(record, f"line {number}", path, request.agent, session, stats, subs)
                         session.add_episode(row, steps)
         n = session.episodes_written
         session.declare_missing("steps.t", "OpenHands writes event timestamps without a time zone; the text is kept "
@@ -99,18 +104,14 @@ class OpenHandsImporter:
             session.declare_missing("steps", "the history of these lines keeps only the parent agent's events around "
                                     "a delegation (the delegate call and its observation): the sub-agent's own "
                                     "events are not in output.jsonl", count=stats["empty_delegations"])
-        if stats["v1_sub_agents"]:
-            session.declare_missing("steps", "V1 SDK sub-agents (DelegateTool `delegate`, TaskTool `task` calls) run "
-                                    "in conversations of their own (persisted under the parent's subagents/ "
-                                    "directory), so output.jsonl's history holds only the parent's call and its "
-                                    "observation with the sub-agents' final answers: the sub-agents' own events are "
-                                    "not in the card (count = sub-agent runs)", count=stats["v1_sub_agents"])
+        _sub_agent_drops(subs, session)
         session.note("OpenHands output.jsonl carries no aggregate score (test_result is filled by a separate "
                      "evaluation step); numeric test_result fields are score.* columns, no rule is declared")
 
 
-def _episode(record: Any, label: str, file: str, agent_override: str | None, session: ImportSession,
-             stats: dict[str, int]) -> tuple[dict[str, Any], StepBuffer]:
+def _episode(record: Any, label: str, path: Path, agent_override: str | None, session: ImportSession,
+             stats: dict[str, int], subs: SubAgentCounts) -> tuple[dict[str, Any], StepBuffer]:
+    file = str(path)
     probe = StepBuffer("", file=file, record=label)
     if not isinstance(record, dict):
         raise probe.error("is not a JSON object (an OpenHands EvalOutput line)")
@@ -145,7 +146,10 @@ def _episode(record: Any, label: str, file: str, agent_override: str | None, ses
     if history is not None:
         if not isinstance(history, list):
             raise steps.error(f"history is {type(history).__name__}, expected a list of events")
-        _history(history, steps, stats)
+        if history and all(isinstance(e, dict) and "kind" in e for e in history):
+            _v1_history(history, steps, path, str(instance), session, subs)
+        else:
+            _history(history, steps, stats, subs)
     rest = {k: v for k, v in record.items() if k not in _KNOWN}
     if rest:
         row["meta.record"] = json_text(rest)
@@ -222,7 +226,37 @@ class _Delegation:
         return {"parent_seq": self.span, "depth": (self.outer.get("depth") or 0) + 1, "agent": self.agent}
 
 
-def _history(history: list[Any], steps: StepBuffer, stats: dict[str, int]) -> None:
+def _v1_history(history: list[dict[str, Any]], steps: StepBuffer, path: Path, instance: str, session: ImportSession,
+                subs: SubAgentCounts) -> None:
+    """A V1 SDK history, with the sub-agent runs it launched nested from the instance's
+    conversations archive when there is one (looked for only when the line launches any)."""
+    n = sum(len(launches(e)) for e in history)
+    archive = parent = None
+    where = archive_path(path, instance) if n else None
+    if where is not None and (where.exists() or where.is_symlink()):
+        name = str(where)
+        try:
+            archive = ConversationArchive(where, name)
+            session.add_source(where, "openhands-conversations")
+        except SourceFormatError as exc:
+            if not session.keep_going:
+                raise
+            subs.refused += n
+            subs.refusals.append(str(exc))
+            where = None
+        if archive is not None:
+            subs.archives += 1
+            parent, _why = archive.parent_of({e["id"] for e in history if isinstance(e.get("id"), str)})
+            if parent is None:
+                subs.unmatched_archive += n
+    elif n:
+        subs.no_archive += n
+    events = V1Events(steps, subs, archive, parent)
+    events.add(history, 0, {}, parent)
+    events.finish()
+
+
+def _history(history: list[Any], steps: StepBuffer, stats: dict[str, int], subs: SubAgentCounts) -> None:
     """The events of one line in order; a V0 delegation (`delegate` action ... `delegate`
     observation) nests the events between them (the sub-agent's: the parent waits while its
     delegate runs on the shared event stream) as a span under the delegate call."""
@@ -230,9 +264,10 @@ def _history(history: list[Any], steps: StepBuffer, stats: dict[str, int]) -> No
     for i, event in enumerate(history):
         if not isinstance(event, dict):
             raise steps.error(f"history[{i}] is not an object")
-        if "kind" in event:
-            _v1(event, i, steps)
-            stats["v1_sub_agents"] += _v1_sub_agent_runs(event)
+        if "kind" in event:  # a V1 event among V0 ones: mapped, its sub-agents (if any) not looked for
+            v1_step(event, i, steps, {})
+            subs.launched += len(launches(event))
+            subs.no_archive += len(launches(event))
             continue
         nest = open_[-1].inner if open_ else {}
         if open_:
@@ -301,72 +336,54 @@ def _v0(event: dict[str, Any], i: int, steps: StepBuffer, nest: dict[str, Any] |
     return steps.add("annotation", name="event", content=_str(event.get("message")), payload=payload or None, **nest)
 
 
-def _v1(event: dict[str, Any], i: int, steps: StepBuffer) -> None:
-    kind = event.get("kind")
-    payload = {k: v for k, v in event.items() if k not in ("kind", "source")}
-    role = _ROLES.get(event.get("source"))
-    call_id = event.get("tool_call_id")
-    if call_id is not None and not isinstance(call_id, str):
-        raise steps.error(f"history[{i}].tool_call_id is not text")
-    if kind == "ActionEvent":
-        call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
-        args = call.get("arguments")
-        if isinstance(args, str):
-            args_text = args  # already JSON text as the model sent it
-        else:
-            args_text = json_text(args if args is not None else event.get("action"))
-        thought, _parts = content_text(event.get("thought") or None)
-        steps.tool_call(_str(event.get("tool_name") or call.get("name")), args_text, call_id, role="assistant",
-                        content=thought, payload=payload)
-    elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
-        obs = event.get("observation") if isinstance(event.get("observation"), dict) else {}
-        text = obs.get("output") if isinstance(obs.get("output"), str) else None
-        if text is None:
-            text, _ = content_text(obs.get("content")) if obs.get("content") is not None else (None, None)
-        if text is None and isinstance(obs.get("message"), str):
-            text = obs["message"]  # FinishObservation and friends
-        if text is None:
-            text = _str(event.get("error") or event.get("rejection_reason"))
-        is_error = kind != "ObservationEvent" or obs.get("error") is True or obs.get("is_error") is True
-        if call_id is not None and steps.has_call(call_id):
-            steps.tool_result(call_id, text, role="tool", is_error=is_error, name=_str(event.get("tool_name")) or kind,
-                              payload=payload)
-        else:
-            steps.add("error" if kind == "AgentErrorEvent" else "observation", role="tool", name=kind, content=text,
-                      is_error=is_error, payload=payload)
-    elif kind == "MessageEvent":
-        message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
-        text, _ = content_text(message.get("content"))
-        steps.add("message", role=_str(message.get("role")) or role, content=text, payload=payload)
-    elif kind == "SystemPromptEvent":
-        prompt = event.get("system_prompt")
-        text = prompt.get("text") if isinstance(prompt, dict) else _str(prompt)
-        steps.add("message", role="system", content=_str(text), payload=payload)
-    else:
-        steps.add("annotation", name=_str(kind), payload=payload)
-
-
-def _v1_sub_agent_runs(event: dict[str, Any]) -> int:
-    """Sub-agent runs a V1 ActionEvent launches: a DelegateTool `delegate` command runs one per
-    entry of `tasks` (`spawn` only creates them), a TaskTool call runs one (openhands-tools
-    delegate/impl.py, task/manager.py). The sub-agents' events go to their own conversations."""
-    if event.get("kind") != "ActionEvent":
-        return 0
-    action = event.get("action") if isinstance(event.get("action"), dict) else {}
-    kind = action.get("kind")
-    if kind == "TaskAction" or (kind is None and event.get("tool_name") == "task"):
-        return 1
-    if (kind == "DelegateAction" or (kind is None and event.get("tool_name") == "delegate")) and \
-            action.get("command") == "delegate":
-        tasks = action.get("tasks")
-        if isinstance(tasks, str):  # models send the tasks as JSON text at times (the SDK's issue 2216)
-            try:
-                tasks = json.loads(tasks)
-            except ValueError:
-                return 1
-        return len(tasks) if isinstance(tasks, dict) and tasks else 1
-    return 0
-
-
 def _str(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else json_text(value)
+
+
+_SUB_AGENTS = ("V1 SDK sub-agents (DelegateTool `delegate` tasks, TaskTool `task` calls) run in conversations of "
+               "their own, which the benchmarks harness archives as conversations/<instance_id>.tar.gz beside "
+               "output.jsonl; ")
+
+
+def _sub_agent_drops(subs: SubAgentCounts, session: ImportSession) -> None:
+    """Say what became of every sub-agent run the lines launched (count = runs)."""
+    if subs.nested:
+        session.note(f"{subs.nested} of {subs.launched} V1 sub-agent run(s) nested from {subs.archives} "
+                     "conversations archive(s): span_begin/span_end under the launching call, the sub-agent's "
+                     "events at depth + 1 (a launch and a run are paired by task text and time, each the other's "
+                     "only match)")
+    if subs.no_archive:
+        session.declare_missing("steps", _SUB_AGENTS + "no such archive is beside output.jsonl for these lines, so "
+                                "the line's history holds only the parent's call and its observation with the "
+                                "sub-agents' final answers: the sub-agents' own events are not in the card (put the "
+                                "archives beside output.jsonl to nest them)", count=subs.no_archive)
+    if subs.unmatched_archive:
+        session.declare_missing("steps", _SUB_AGENTS + "the archive of these lines holds no conversation whose event "
+                                "files carry the ids of the line's history events (or several do equally), so its "
+                                "sub-agent conversations are not the line's and are not read",
+                                count=subs.unmatched_archive)
+    if subs.not_found:
+        session.declare_missing("steps", _SUB_AGENTS + "no sub-agent conversation in the archive has a task message "
+                                "with the launch's task text, sent between the launching call and its observation: "
+                                "these runs' events are not in the archive", count=subs.not_found)
+    if subs.ambiguous:
+        session.add_drop(target="steps", action="omitted", declaration="author_declared",
+                         loss_class="ambiguous_sub_agent_run",
+                         reason=_SUB_AGENTS + "the parent's events do not name a sub-conversation, and for these "
+                         "launches more than one archived run fits (same task text, sent between the call and its "
+                         "observation) or the fitting run fits another launch too: which run is whose is "
+                         "ambiguous, so none is nested (count = launches)", count=subs.ambiguous)
+    if subs.unlaunched_runs:
+        session.add_drop(target="steps", action="omitted", declaration="author_declared",
+                         loss_class="unlinked_sub_agent_run",
+                         reason="runs of sub-agent conversations in the archives that no launching call was paired "
+                         "with (ambiguous, a task text no call sent, or a conversation that got no task message): "
+                         "their events are not in the card (count = runs)", count=subs.unlaunched_runs)
+    if subs.refused:
+        shown = "; ".join(subs.refusals[:3]) + (f"; and {len(subs.refusals) - 3} more" if len(subs.refusals) > 3
+                                                 else "")
+        session.add_drop(target="steps", action="omitted", declaration="source_malformed",
+                         loss_class="malformed_record",
+                         reason=f"{len(subs.refusals)} conversations archive(s) were refused (imported with "
+                         f"--keep-going; the lines are imported without their sub-agents' runs): {shown}",
+                         count=subs.refused)

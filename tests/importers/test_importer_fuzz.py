@@ -15,10 +15,12 @@ directory and returning the `rcard import` arguments). An importer without one f
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import re
 import shutil
+import tarfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -114,6 +116,33 @@ def _openhands(into: Path) -> Seed:
               "metrics": None, "error": None, "test_result": {}} for i in range(2)]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return Seed([path])
+
+
+def _openhands_conversations(into: Path) -> Seed:
+    """An output.jsonl whose sub-agents' conversations are archived beside it
+    (fixtures/openhands_conversations.py); the archive and its JSON members are mutated."""
+    spec = importlib.util.spec_from_file_location("oh_conversations", REPO / "fixtures" / "openhands_conversations.py")
+    oh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oh)
+    source = oh.write(into / "run")
+    archive = into / "run" / "conversations" / "nest-1.tar.gz"
+    with tarfile.open(archive, "r:gz") as tar:
+        entries = [(m.name, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]
+    members_dir = into / "members"
+    members: list[Path] = []
+    for name, data in entries:
+        if data is not None and name.endswith(".json") and "/subagents/" in name:
+            members.append(members_dir / name)
+            members[-1].parent.mkdir(parents=True, exist_ok=True)
+            members[-1].write_text(json.dumps(json.loads(data), indent=1))  # spaced, so every mutation applies
+
+    def pack() -> None:
+        kept = [(n, (members_dir / n).read_bytes() if (members_dir / n) in members else d) for n, d in entries
+                if not ((members_dir / n) in members and not (members_dir / n).exists())]
+        archive.write_bytes(oh.tar_gz(kept))
+
+    pack()
+    return Seed([source], referenced=[archive], members=members, pack=pack)
 
 
 def _tau2(into: Path) -> Seed:
@@ -264,6 +293,7 @@ SEEDS: dict[str, Callable[[Path], Seed]] = {
     "agentbench": _agentbench,
     "agentlab": _agentlab,
     "openhands": _openhands,
+    "openhands:conversations": _openhands_conversations,
     "tau2-bench": _tau2,
     "mini-swe-agent": _mini_swe_agent,
     "swe-agent": _swe_agent,
