@@ -233,26 +233,27 @@ def _v1_history(history: list[dict[str, Any]], steps: StepBuffer, path: Path, in
     n = sum(len(launches(e)) for e in history)
     archive = parent = None
     where = archive_path(path, instance) if n else None
-    if where is not None and (where.exists() or where.is_symlink()):
-        name = str(where)
+    if where is not None:
         try:
-            archive = ConversationArchive(where, name)
-            session.add_source(where, "openhands-conversations")
+            archive = ConversationArchive(where, str(where))
+            parent, _why = archive.parent_of({e["id"] for e in history if isinstance(e.get("id"), str)})
+            if parent is not None:
+                archive.load_tree(parent)  # every event read now, so a bad one refuses the archive here
         except SourceFormatError as exc:
             if not session.keep_going:
                 raise
+            archive = parent = None
             subs.refused += n
             subs.refusals.append(str(exc))
-            where = None
-        if archive is not None:
+        else:
+            session.add_source(where, "openhands-conversations")
             subs.archives += 1
-            parent, _why = archive.parent_of({e["id"] for e in history if isinstance(e.get("id"), str)})
             if parent is None:
                 subs.unmatched_archive += n
     elif n:
         subs.no_archive += n
     events = V1Events(steps, subs, archive, parent)
-    events.add(history, 0, {}, parent)
+    events.add(history, {}, parent)
     events.finish()
 
 
@@ -265,7 +266,7 @@ def _history(history: list[Any], steps: StepBuffer, stats: dict[str, int], subs:
         if not isinstance(event, dict):
             raise steps.error(f"history[{i}] is not an object")
         if "kind" in event:  # a V1 event among V0 ones: mapped, its sub-agents (if any) not looked for
-            v1_step(event, i, steps, {})
+            v1_step(event, f"history[{i}]", steps, {})
             subs.launched += len(launches(event))
             subs.no_archive += len(launches(event))
             continue

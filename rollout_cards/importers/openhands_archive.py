@@ -20,6 +20,7 @@ the line's history); each event file is strict JSON (`json_stream.parse_json`).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,12 +41,18 @@ MAX_DEPTH = 32
 
 
 def archive_path(output: Path, instance_id: str) -> Path | None:
-    """Where the benchmarks harness archives the conversations of `instance_id` (it names the
-    file after the id), or None when the id cannot be one file name."""
+    """The archive of `instance_id`'s conversations when there is an entry there (the benchmarks
+    harness names the file after the id; a link is returned too, for the reader to refuse), else
+    None — also when the id cannot be one file name, so the harness could not have written it."""
     if not instance_id or "/" in instance_id or "\\" in instance_id or instance_id in (".", "..") \
             or "\x00" in instance_id:
         return None
-    return output.parent / "conversations" / f"{instance_id}.tar.gz"
+    path = output.parent / "conversations" / f"{instance_id}.tar.gz"
+    try:
+        os.lstat(path)
+    except OSError:  # absent, or a name longer than the file system takes
+        return None
+    return path
 
 
 def naive_time(value: Any) -> datetime | None:
@@ -68,6 +75,7 @@ class Run:
     text: str | None
     time: datetime | None
     events: list[dict[str, Any]] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)  # the archive member of each event
 
 
 @dataclass
@@ -140,7 +148,18 @@ class ConversationArchive:
             if state is not None:
                 value = parse_json(state, self.name, f"member '{child.path}/base_state.json'")
                 child.state = value if isinstance(value, dict) else None
-            child.runs = _runs(child, [self._event(m) for _, _, m in child.event_files])
+            child.runs = _runs(child, [(m, self._event(m)) for _, _, m in child.event_files])
+
+    def load_tree(self, conv: Conversation) -> list[Conversation]:
+        """`load` every conversation below `conv`; returns them (depth first)."""
+        found: list[Conversation] = []
+        stack = [conv]
+        while stack:
+            current = stack.pop()
+            self.load(current)
+            found += current.children
+            stack += current.children
+        return found
 
     def _event(self, member: str) -> dict[str, Any]:
         value = parse_json(self._members[member], self.name, f"member {member!r}")
@@ -167,20 +186,23 @@ def _check_indices(conv: Conversation, name: str) -> None:
         seen.add(idx)
 
 
-def _runs(conv: Conversation, events: list[dict[str, Any]]) -> list[Run]:
+def _runs(conv: Conversation, events: list[tuple[str, dict[str, Any]]]) -> list[Run]:
     """Split a sub-conversation at each user MessageEvent; events before the first belong to it."""
     runs: list[Run] = []
-    lead: list[dict[str, Any]] = []
-    for event in events:
+    lead: list[tuple[str, dict[str, Any]]] = []
+    for member, event in events:
         if event.get("kind") == "MessageEvent" and event.get("source") == "user":
             message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
             text, _ = content_text(message.get("content"))
-            runs.append(Run(conv, len(runs), text, naive_time(event.get("timestamp")), [*lead, event]))
+            lead.append((member, event))
+            runs.append(Run(conv, len(runs), text, naive_time(event.get("timestamp")), [e for _, e in lead],
+                            [m for m, _ in lead]))
             lead = []
         elif runs:
             runs[-1].events.append(event)
+            runs[-1].members.append(member)
         else:
-            lead.append(event)
+            lead.append((member, event))
     if lead:  # a conversation that never got its task message: a run nothing can launch
-        runs.append(Run(conv, len(runs), None, None, lead))
+        runs.append(Run(conv, len(runs), None, None, [e for _, e in lead], [m for m, _ in lead]))
     return runs

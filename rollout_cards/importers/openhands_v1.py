@@ -43,14 +43,14 @@ def _str(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else json_text(value)
 
 
-def v1_step(event: dict[str, Any], i: int, steps: StepBuffer, nest: dict[str, Any]) -> int:
-    """The step of one V1 SDK event (nested as `nest` says); returns its seq."""
+def v1_step(event: dict[str, Any], where: str, steps: StepBuffer, nest: dict[str, Any]) -> int:
+    """The step of one V1 SDK event (`where` names it in errors; nested as `nest` says); returns its seq."""
     kind = event.get("kind")
     payload = {k: v for k, v in event.items() if k not in ("kind", "source")}
     role = _ROLES.get(event.get("source"))
     call_id = event.get("tool_call_id")
     if call_id is not None and not isinstance(call_id, str):
-        raise steps.error(f"history[{i}].tool_call_id is not text")
+        raise steps.error(f"{where}.tool_call_id is not text")
     if kind == "ActionEvent":
         call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
         args = call.get("arguments")
@@ -154,17 +154,20 @@ class V1Events:
         self.parent = parent
         self._nested: set[int] = set()
 
-    def add(self, events: list[dict[str, Any]], i0: int, nest: dict[str, Any], conv: Conversation | None,
-            *, where: str = "history") -> None:
-        """Map `events` (of conversation `conv`; the line's history when `conv` is the parent)."""
+    def add(self, events: list[dict[str, Any]], nest: dict[str, Any], conv: Conversation | None,
+            members: list[str] | None = None) -> None:
+        """Map `events` (of conversation `conv`; the line's history when `members` is None, else
+        a run's events and the archive member of each)."""
         pairs = self._pairs(events, conv) if conv is not None else {}
-        for i, event in enumerate(events, i0):
+        for i, event in enumerate(events):
+            where = f"history[{i}]" if members is None else f"{self.archive.name if self.archive else ''} " \
+                f"member {members[i]!r}"
             if not isinstance(event, dict):
-                raise self.steps.error(f"{where}[{i}] is not an object")
-            seq = v1_step(event, i, self.steps, nest)
+                raise self.steps.error(f"{where} is not an object")
+            seq = v1_step(event, where, self.steps, nest)
             for j, launch in enumerate(launches(event)):
                 self.counts.launched += 1
-                run = pairs.get((i - i0, j))
+                run = pairs.get((i, j))
                 if run is None:
                     continue
                 self._nest(run, launch, seq, nest)
@@ -179,7 +182,7 @@ class V1Events:
             "tool": launch.tool, "launch_call_seq": seq, "conversation_id": conv.id, "run": run.index,
             "task": launch.text}, **nest)
         inner = {"parent_seq": begin, "depth": depth, "agent": name}
-        self.add(run.events, 0, inner, conv, where=f"{conv.id}.run[{run.index}]")
+        self.add(run.events, inner, conv, run.members)
         state = conv.state or {}
         end: dict[str, Any] = {"conversation_id": conv.id, "run": run.index, "events": len(run.events)}
         if state.get("execution_status") is not None:
@@ -228,10 +231,5 @@ class V1Events:
         """Count the archive's runs below the parent that no launch was paired with."""
         if self.parent is None or self.archive is None:
             return
-        stack = [self.parent]
-        while stack:
-            conv = stack.pop()
-            self.archive.load(conv)
-            for child in conv.children:
-                self.counts.unlaunched_runs += sum(1 for r in child.runs if id(r) not in self._nested)
-                stack.append(child)
+        for conv in self.archive.load_tree(self.parent):
+            self.counts.unlaunched_runs += sum(1 for r in conv.runs if id(r) not in self._nested)

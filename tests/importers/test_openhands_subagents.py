@@ -229,3 +229,32 @@ def test_without_times_the_same_task_text_twice_is_ambiguous(tmp_path):
     assert sorted(s["name"] for s in spans) == ["lodging", "sights"]
     [amb] = [d for d in card.manifest.drops if d.loss_class == "ambiguous_sub_agent_run"]
     assert amb.count == 2 + 2
+
+
+def test_keep_going_and_a_bad_event_file_refuse_only_that_archive(tmp_path):
+    src = OH.write(tmp_path / "run")
+
+    def corrupt(entries):
+        out = []
+        for info, data in entries:
+            if data is not None and "/subagents/" in info.name and info.name.endswith("base_state.json"):
+                data = b"[1, 2"
+                info.size = len(data)
+            out.append((info, data))
+        return out
+    _rewrite(src, "nest-1", corrupt)
+    _r, card = run_import("openhands", [src], tmp_path / "card", keep_going=True)
+    assert card.episodes(columns=["episode_id"]).num_rows == 3
+    [drop] = [d for d in card.manifest.drops if d.declaration == "source_malformed"]
+    assert drop.count == 7 and "base_state.json" in drop.reason and "not valid JSON" in drop.reason
+
+
+def test_an_instance_id_no_file_can_be_named_after_is_no_archive(tmp_path):
+    src = OH.write(tmp_path / "run")
+    lines = [json.loads(x) for x in src.read_text().splitlines()]
+    lines[1]["instance_id"] = "i" * 400  # longer than a file name may be: the harness could not have saved it
+    lines[2]["instance_id"] = "../nest-1"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    _r, card = run_import("openhands", [src], tmp_path / "card")
+    [drop] = [d for d in card.manifest.drops if "no such archive" in d.reason]
+    assert drop.count == 2
