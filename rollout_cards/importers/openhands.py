@@ -3,7 +3,9 @@
 One line (`EvalOutput`: `instance_id`, `instruction`, `instance`, `metadata`, `history`,
 `metrics`, `error`, `test_result`) is one episode `<instance_id>`. Terminal state: no
 `error` → completed; an error saying the agent reached its maximum iteration or budget →
-limit; any other error → error (`error_type` = the text before the first colon).
+limit; any other error → error (`error_type` = the text before the first colon). A V1
+line without `error` whose history ends on a `ConversationErrorEvent` (the SDK's run
+loop stopped) takes its terminal state from it (`openhands_v1.run_end_state`).
 
 History, V0 (events with `action` / `observation`): `message` and `system` actions →
 `message` (role user / assistant / system from `source`); every other action (`run`,
@@ -41,7 +43,7 @@ from ..errors import SourceFormatError
 from .base import ImportRequest
 from .json_stream import iter_jsonl
 from .openhands_archive import ConversationArchive, archive_path
-from .openhands_v1 import SubAgentCounts, V1Events, launches, v1_step
+from .openhands_v1 import SubAgentCounts, V1Events, launches, run_end_state, v1_step
 from .session import ImportSession
 from .steps import StepBuffer, json_text
 
@@ -73,7 +75,7 @@ class OpenHandsImporter:
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every line of every source."""
         request.check_options(self.name, self.options)
-        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0}
+        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0, "ended_on_event": 0}
         subs = SubAgentCounts()
         for index, path in enumerate(request.sources):
             session.add_source(path, self.name, request.url(index))
@@ -105,6 +107,10 @@ class OpenHandsImporter:
                                     "a delegation (the delegate call and its observation): the sub-agent's own "
                                     "events are not in output.jsonl", count=stats["empty_delegations"])
         _sub_agent_drops(subs, session)
+        if stats["ended_on_event"]:
+            session.note(f"{stats['ended_on_event']} line(s) have no `error` but their V1 history ends on a "
+                         "ConversationErrorEvent (MaxIterationsReached / MaxBudgetReached → limit, any other code → "
+                         "error) or a stuck execution status: that is their terminal state")
         session.note("OpenHands output.jsonl carries no aggregate score (test_result is filled by a separate "
                      "evaluation step); numeric test_result fields are score.* columns, no rule is declared")
 
@@ -132,6 +138,10 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
         error = record["error"]
         row["error_message"] = error if isinstance(error, str) else json_text(error)
         row["error_type"] = error_type
+    elif isinstance(record.get("history"), list) and (end := run_end_state(record["history"])) is not None:
+        # the V1 harness writes error None when the SDK's run loop stopped on a run limit or an exception
+        row["status"], row["error_type"], row["error_message"] = end
+        stats["ended_on_event"] += 1
     if isinstance(record.get("instruction"), str):
         row["task.instruction"] = record["instruction"]
     if record.get("instance") is not None:

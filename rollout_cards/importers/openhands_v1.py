@@ -33,7 +33,7 @@ from .openai_chat import content_text
 from .openhands_archive import Conversation, ConversationArchive, Run, naive_time
 from .steps import StepBuffer, json_text
 
-__all__ = ["Launch", "SubAgentCounts", "V1Events", "launches", "v1_step"]
+__all__ = ["Launch", "SubAgentCounts", "V1Events", "launches", "run_end_state", "v1_step"]
 
 _ROLES = {"user": "user", "agent": "assistant", "environment": "tool"}
 _RESULT_KINDS = ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent")
@@ -85,6 +85,34 @@ def v1_step(event: dict[str, Any], where: str, steps: StepBuffer, nest: dict[str
         text = prompt.get("text") if isinstance(prompt, dict) else _str(prompt)
         return steps.add("message", role="system", content=_str(text), payload=payload, **nest)
     return steps.add("annotation", name=_str(kind), payload=payload, **nest)
+
+
+#: ConversationErrorEvent codes of the SDK's run limits (local_conversation.py `_emit_run_limit_error`)
+_LIMIT_CODES = frozenset(("MaxIterationsReached", "MaxBudgetReached"))
+
+
+def run_end_state(events: list[Any]) -> tuple[str, str | None, str] | None:
+    """(status, error_type, error_message) of a V1 run the SDK stopped: the history ends on a
+    `ConversationErrorEvent` (a run limit → limit, an exception's class name → error) or on a
+    `stuck` execution status, with no agent action or message (or new user message) after it.
+    None when the events show no such end (V0 events never do)."""
+    for event in reversed(events):
+        if not isinstance(event, dict):
+            return None
+        kind = event.get("kind")
+        if kind == "ConversationErrorEvent":
+            code = _str(event.get("code"))
+            detail = _str(event.get("detail")) or code or "ConversationErrorEvent"
+            return ("limit" if code in _LIMIT_CODES else "error"), code, detail
+        if kind == "ConversationStateUpdateEvent" and event.get("key") == "execution_status":
+            if event.get("value") == "stuck":
+                return "error", "stuck", "the SDK's stuck detection stopped the run (execution_status stuck)"
+            if event.get("value") == "finished":
+                return None
+            continue
+        if kind in ("ActionEvent", "MessageEvent") or kind is None:
+            return None  # the run went on (or these are not V1 events)
+    return None
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,47 @@ def test_sdk_error_events_messages_and_unknown_kinds(tmp_path):
     assert_valid(tmp_path / "c")
 
 
+_ACT = {"kind": "ActionEvent", "source": "agent", "tool_name": "bash", "tool_call_id": "c1",
+        "tool_call": {"id": "c1", "name": "bash", "arguments": "{}"}}
+_OBS = {"kind": "ObservationEvent", "source": "environment", "tool_name": "bash", "tool_call_id": "c1",
+        "observation": {"kind": "TerminalObservation", "content": [{"type": "text", "text": "ok"}]}}
+
+
+def _conv_error(code):
+    return {"kind": "ConversationErrorEvent", "source": "environment", "code": code, "detail": f"{code} detail"}
+
+
+@pytest.mark.parametrize(("tail", "error", "expected"), [
+    # the SDK's run loop stops on a run limit or an exception and says so in an event; the V1 harness
+    # writes error None (local_conversation.py run(); benchmarks EvalOutput(error=None))
+    ([_conv_error("MaxIterationsReached")], None, ("limit", "MaxIterationsReached", "MaxIterationsReached detail")),
+    ([_conv_error("MaxBudgetReached"), {"kind": "ConversationStateUpdateEvent", "key": "execution_status",
+                                        "value": "error"}], None, ("limit", "MaxBudgetReached",
+                                                                   "MaxBudgetReached detail")),
+    ([_conv_error("LLMBadRequestError")], None, ("error", "LLMBadRequestError", "LLMBadRequestError detail")),
+    ([{"kind": "ConversationStateUpdateEvent", "key": "execution_status", "value": "stuck"}], None,
+     ("error", "stuck", None)),
+    # the run went on after the error (a new message, an agent action): not its end
+    ([_conv_error("MaxIterationsReached"), {"kind": "MessageEvent", "source": "user", "llm_message": {
+        "role": "user", "content": [{"type": "text", "text": "continue"}]}}, _ACT, _OBS], None,
+     ("completed", None, None)),
+    ([{"kind": "ConversationStateUpdateEvent", "key": "execution_status", "value": "finished"}], None,
+     ("completed", None, None)),
+    # the line's own error wins
+    ([_conv_error("MaxIterationsReached")], "RuntimeError: boom", ("error", "RuntimeError", "RuntimeError: boom")),
+])
+def test_v1_terminal_state_from_the_last_conversation_error(tmp_path, tail, error, expected):
+    line = dict(_sdk_line([_ACT, _OBS, *tail]), error=error)
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    _r, card = run_import("openhands", [path], tmp_path / "c")
+    [ep] = card.episodes(columns=["status", "error_type", "error_message"]).to_pylist()
+    assert ep["status"] == expected[0] and ep["error_type"] == expected[1]
+    if expected[2] is not None:
+        assert ep["error_message"] == expected[2]
+    assert_valid(tmp_path / "c")
+
+
 @pytest.mark.parametrize(("line", "message"), [
     ('{"instance_id": 5.5, "history": []}', "instance_id 5.5 is not an id"),
     ('{"instance_id": "a", "history": {"x": 1}}', "history is dict"),
