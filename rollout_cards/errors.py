@@ -111,7 +111,11 @@ class WriterError(RolloutCardError):
 
 
 class RuleError(RolloutCardError):
-    """A rule file cannot be read, validated or applied; `file`, `line` and `key` locate it."""
+    """A rule file cannot be read, validated or applied; `file`, `line` and `key` locate it.
+
+    `card` names the card when the rule is one the card declares (its `file` is a name inside
+    the card that carries the card's name, as `rules.loader.declared_rules` gives it): the card
+    is then what is wrong (invalid input), not the request."""
 
     def __init__(
         self, message: str, *, file: str | None = None, key: str | None = None, line: int | None = None
@@ -119,6 +123,7 @@ class RuleError(RolloutCardError):
         self.file = file
         self.key = key
         self.line = line
+        self.card: str | None = getattr(file, "card", None)
         place = f"{file}:{line}" if file and line else (file or (f"line {line}" if line else None))
         where = ": ".join(x for x in (place, key) if x)
         super().__init__(f"{where}: {message}" if where else message)

@@ -137,6 +137,9 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except _INVALID as exc:
         fail(str(exc), EXIT_INVALID)
     except _USAGE as exc:
+        if isinstance(exc, RuleError) and exc.card is not None:  # the card's own rule: the card is wrong
+            fail(f"{exc.card}: {exc}\n  the card declares this rule; `rcard validate {exc.card}` lists every "
+                 "problem of the card", EXIT_INVALID)
         fail(str(exc), EXIT_INTERNAL)
     except RolloutCardError as exc:
         fail(str(exc), EXIT_INTERNAL)

@@ -225,18 +225,39 @@ def load_rule(source: str | os.PathLike[str] | Rule) -> Rule:
     return parse_rule(text, file=name)
 
 
+class CardRuleFile(str):
+    """The name of a rule file inside a card (`rules/<id>.yaml`) that knows the card's name
+    (`card`): a RuleError naming it, wherever the rule is read or applied, is about the card's
+    own rule (`RuleError.card`), so the card is invalid input, not the request a usage error."""
+
+    card: str
+
+    def __new__(cls, rel: str, card: str) -> CardRuleFile:
+        name = super().__new__(cls, rel)
+        name.card = card
+        return name
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles to Ray's workers with its card
+        return (CardRuleFile, (str(self), self.card))
+
+
 def declared_rules(card: Any) -> list[tuple[Rule, str]]:
-    """The card's own rules with the file each came from, in card.json order."""
+    """The card's own rules with the file each came from (a `CardRuleFile`), in card.json order."""
     out = []
     for ref in card.manifest.rules:
-        rule = parse_rule(card.read_text(ref.path), file=ref.path)
+        file = CardRuleFile(ref.path, card.path)
+        try:
+            rule = parse_rule(card.read_text(ref.path), file=file)
+        except RuleError as exc:  # a message with a line names `file:line`, a plain string
+            exc.card = card.path
+            raise
         if rule.rule != ref.id:
             raise RuleError(
                 f"the file declares rule {rule.rule!r} but card.json lists it as {ref.id!r}",
-                file=ref.path,
+                file=file,
                 key="rule",
             )
-        out.append((rule, ref.path))
+        out.append((rule, file))
     return out
 
 
