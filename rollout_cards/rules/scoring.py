@@ -33,10 +33,15 @@ if TYPE_CHECKING:
     from ..model.rule import Reduce
     from .engine import _Plan
 
-__all__ = ["PartitionRun", "ReduceCounts", "reduce_info", "run_partition", "unit_sums"]
+__all__ = ["MAX_ABS_SCORE", "PartitionRun", "ReduceCounts", "reduce_info", "run_partition", "unit_sums"]
 
 
 # ------------------------------------------------------------------------------- scoring
+
+#: The largest score magnitude a rule may produce: intervals and tests add squares of scores
+#: and of per-unit sums, which leave float64's range (~1.8e308) from ~1.3e154 on; 1e100 keeps
+#: room for the sums of many units.
+MAX_ABS_SCORE = 1e100
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +116,17 @@ def _score(table: pa.Table, plan: _Plan) -> _Scored:
     for rows in excluded_status.values():
         excluded |= rows
     included = selected & ~excluded & ~missing_excluded
+    beyond = included & (np.abs(values) > MAX_ABS_SCORE)
+    if beyond.any():
+        i = int(np.flatnonzero(beyond)[0])
+        raise RuleError(
+            f"{int(beyond.sum())} episode(s) score beyond ±{MAX_ABS_SCORE:g} (first: "
+            f"{table.column('episode_id')[i].as_py()!r}, {values[i]:g}); the statistics add squares of "
+            "scores and of per-unit sums, which overflow there: rescale the score (e.g. x / 1e6), "
+            "bound it (min(x, 1e6)) or exclude those episodes with select",
+            file=file,
+            key="score",
+        )
     return _Scored(values, included, selected, excluded_status, missing, missing_excluded)
 
 

@@ -111,3 +111,39 @@ def test_random_cards_in_random_partitions_merge_to_the_whole_run(case):
                     _partitioned(card, rule, parts, salt=case)
                 continue
             _same(_partitioned(card, rule, parts, salt=case), whole)
+
+
+def test_a_score_beyond_the_bound_is_a_located_rule_error_not_an_overflow(tmp_path):
+    """1e308 is a finite float but its square is not: the statistics raised StatisticsError
+    ("UnitStats sums contains NaN or infinite values", exit 2) after a raw numpy warning."""
+    from rollout_cards.errors import RuleError
+    from rollout_cards.rules.loader import parse_rule
+    from tests.rules.conftest import episode
+
+    card = build_card(tmp_path / "c", [episode(i, **{"score.x": v}) for i, v in enumerate([1.0, 1e308, 2.0, -1e200])])
+    rule = parse_rule("rule: r\nscore: score.x\n", file="r.yaml")
+    with pytest.raises(RuleError, match=r"^r\.yaml: score: 2 episode\(s\) score beyond ±1e\+100 \(first: 'ep-00001', "
+                                        r"1e\+308\).*rescale the score"):
+        apply_rule(card, rule, file="r.yaml")
+
+
+def test_scores_just_below_the_bound_give_the_t_interval_scipy_gives(tmp_path):
+    import math
+
+    import scipy.stats
+
+    from rollout_cards.rules.loader import parse_rule
+    from tests.rules.conftest import episode
+
+    rng = random.Random(7)
+    scaled = [rng.uniform(-1, 1) for _ in range(40)]
+    rows = [episode(i, task_id=f"t{i}", **{"score.x": v * 1e99}) for i, v in enumerate(scaled)]
+    card = build_card(tmp_path / "c", rows)
+    rule = parse_rule("rule: r\nscore: score.x\naggregate:\n  unit: task_id\n  interval: {method: cluster_t}\n")
+    (head,) = apply_rule(card, rule).headlines().values()
+    n, mean = len(scaled), sum(scaled) / len(scaled)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in scaled) / (n - 1))
+    low, high = scipy.stats.t.interval(0.95, n - 1, loc=mean, scale=sd / math.sqrt(n))
+    assert head.value == pytest.approx(mean * 1e99, rel=1e-9)
+    assert head.interval.low == pytest.approx(low * 1e99, rel=1e-9)
+    assert head.interval.high == pytest.approx(high * 1e99, rel=1e-9)
