@@ -16,7 +16,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .card import RULE_ID, empty_dict, empty_list
 from .schemas import register_document
@@ -45,8 +54,23 @@ COLUMN = Annotated[str, Field(min_length=1, max_length=256)]
 FEATURE_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 #: A value of a group or stratum column as written in `reported`, `compare` or a stratum key.
 GroupValue = str | int | float | bool | None
+
+
+def _not_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not the boolean {str(value).lower()} (YAML reads yes/no/on/off as "
+                         "booleans); write 1 or 0")
+    return value
+
+
+#: An integer of a rule: an integer in the file (pydantic's lax mode also took 1.0, yes/true
+#: and "1", so `version: yes` was version 1).
+Integer = Annotated[int, Strict()]
+#: A number of a rule: not a boolean (lax mode took `tolerance: yes` as 1.0). A string holding a
+#: number stays one: YAML 1.1 reads `1e-4` as a string.
+Number = Annotated[float, BeforeValidator(_not_boolean)]
 #: A policy value: `score`, `exclude`, or a number the episode counts as.
-StatusPolicy = Literal["score", "exclude"] | float
+StatusPolicy = Literal["score", "exclude"] | Number
 
 
 def _once(columns: list[str], what: str) -> None:
@@ -169,7 +193,7 @@ class Reduce(_Model):
     with_: ReduceWith = Field(alias="with")
     """mean, max (a best-of-k), min, median, first (smallest trial), mode (the most frequent value;
     ties go to the value seen first, by trial), pass_at_k or pass_hat_k."""
-    k: int | None = Field(default=None, ge=1)
+    k: Integer | None = Field(default=None, ge=1)
     """Attempts per draw of pass_at_k / pass_hat_k (required for those, not allowed otherwise)."""
     short: Literal["error", "exclude"] = "error"
     """pass_at_k / pass_hat_k: a key with fewer than k attempts is an error (default), or is
@@ -208,11 +232,11 @@ class IntervalSpec(_Model):
 
     method: IntervalMethod = IntervalMethod.AUTO
     """auto, wilson, clopper_pearson, cluster_t, bootstrap or exact_bootstrap."""
-    level: float = Field(default=0.95, gt=0.0, lt=1.0)
+    level: Number = Field(default=0.95, gt=0.0, lt=1.0)
     """Confidence level, strictly between 0 and 1."""
-    resamples: int = Field(default=10_000, ge=100, le=1_000_000)
+    resamples: Integer = Field(default=10_000, ge=100, le=1_000_000)
     """Bootstrap resamples (bootstrap only)."""
-    seed: int | None = Field(default=None, ge=0)
+    seed: Integer | None = Field(default=None, ge=0)
     """Seed of the bootstrap's numpy Generator (default 0; `rcard rescore --seed` overrides it)."""
     quantile_method: Literal["linear", "inverted_cdf", "nearest", "lower", "higher", "midpoint"] = (
         "linear"
@@ -297,15 +321,15 @@ class Reported(_Model):
     """The group, by its group_by values (empty for a rule without groups)."""
     stratum: dict[COLUMN, GroupValue] | None = None
     """A stratum, by its strata values (default: the pooled headline)."""
-    value: float
+    value: Number
     """The published headline value."""
-    tolerance: float = Field(default=1e-9, ge=0.0)
+    tolerance: Number = Field(default=1e-9, ge=0.0)
     """Largest accepted |published − recomputed| (state the rounding you published with)."""
-    ci_low: float | None = None
+    ci_low: Number | None = None
     """The published lower interval bound, if any (same tolerance)."""
-    ci_high: float | None = None
+    ci_high: Number | None = None
     """The published upper interval bound, if any (same tolerance)."""
-    n: int | None = Field(default=None, ge=0)
+    n: Integer | None = Field(default=None, ge=0)
     """The published number of observations, if any (must match exactly)."""
 
 
@@ -314,7 +338,7 @@ class Rule(_Model):
 
     rule: RULE_ID
     """Dotted id, unique within a card (the file is rules/<id>.yaml)."""
-    version: int = Field(default=1, ge=1)
+    version: Integer = Field(default=1, ge=1)
     """Version of the rule; bump it when its meaning changes."""
     kind: RuleKind = RuleKind.DIAGNOSTIC
     """original (produced a published number), recovered, regrade or diagnostic."""
@@ -330,7 +354,7 @@ class Rule(_Model):
     """Per-episode score expression: a number, or a boolean counted as 0/1."""
     on_status: OnStatus = Field(default_factory=OnStatus)
     """How each terminal state enters the score."""
-    on_missing: float | Literal["exclude", "error"] = 0.0
+    on_missing: Number | Literal["exclude", "error"] = 0.0
     """What a null (or NaN) score becomes: a number, exclude (counted), or error."""
     reduce: Reduce | None = None
     """Combine several attempts per task (or other key) before aggregating."""

@@ -103,6 +103,10 @@ def _message(err: dict[str, Any], path: _Path) -> str:
             f"must be a string, got {type(err.get('input')).__name__} "
             f"{str(err.get('input'))[:40]!r}; quote it in YAML, e.g. \"1\""
         )
+    if kind == "int_type":
+        value = err.get("input")
+        hint = " (YAML reads yes/no/on/off as booleans)" if isinstance(value, bool) else ""
+        return f"must be an integer, got {type(value).__name__} {str(value)[:40]!r}{hint}; write e.g. 1"
     if kind == "missing":
         return "required key is missing"
     if kind in ("literal_error", "enum"):

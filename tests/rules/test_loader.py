@@ -128,3 +128,30 @@ def test_raw_control_character_in_rule_file_is_a_rule_error(tmp_path, char):
     with pytest.raises(RuleError, match="control character") as info:
         load_rule(path)
     assert info.value.file == str(path) and info.value.line == 2
+
+
+@pytest.mark.parametrize(("text", "line", "key", "fragment"), [
+    ("version: 1.0", 3, "version", "must be an integer, got float '1.0'"),
+    ("version: yes", 3, "version", "must be an integer, got bool 'True' (YAML reads yes/no/on/off as booleans)"),
+    ('version: "2"', 3, "version", "must be an integer, got str '2'"),
+    ("reduce: {by: [task_id], with: pass_at_k, k: 2.0}", 3, "reduce.k", "must be an integer, got float"),
+    ("aggregate:\n  interval: {method: bootstrap, seed: true}", 4, "aggregate.interval.seed", "must be an integer"),
+    ("reported:\n  - value: 0.5\n    tolerance: yes", 5, "reported[0].tolerance", "not the boolean true"),
+    ("reported:\n  - value: on", 4, "reported[0].value", "not the boolean true"),
+    ("reported:\n  - value: 0.5\n    n: 3.0", 5, "reported[0].n", "must be an integer, got float"),
+    ("on_status: {error: no}", 3, "on_status.error", "must be score, exclude or a number (got 'False')"),
+])
+def test_integers_are_integers_and_booleans_are_not_numbers(text, line, key, fragment):
+    """pydantic's lax mode read `version: yes` and `version: 1.0` as version 1 and
+    `tolerance: yes` as 1.0, silently."""
+    with pytest.raises(RuleError) as exc:
+        parse_rule(f"rule: r\nscore: score.x\n{text}\n", file="r.yaml")
+    assert (exc.value.file, exc.value.line, exc.value.key) == ("r.yaml", line, key)
+    assert fragment in str(exc.value) and str(exc.value).startswith(f"r.yaml:{line}: {key}: ")
+
+
+def test_numbers_yaml_reads_as_strings_or_ints_are_still_numbers():
+    rule = parse_rule("rule: r\nscore: score.x\nversion: 0x10\non_missing: 1\nreported:\n"
+                      "  - value: 1e-1\n    tolerance: 1e-4\n")
+    assert rule.version == 16  # YAML's hexadecimal integer
+    assert rule.on_missing == 1.0 and rule.reported[0].value == 0.1 and rule.reported[0].tolerance == 1e-4
