@@ -18,6 +18,7 @@ from .version import FORMAT, FORMAT_VERSION
 
 __all__ = [
     "ARROW_OF_KIND",
+    "ColumnProblem",
     "HMAC_PREFIX",
     "REDACTED_HMAC_PATTERN",
     "REDACTED_MARKER",
@@ -34,9 +35,12 @@ __all__ = [
     "conform_table",
     "episodes_schema",
     "extra_column_problem",
+    "is_extension",
     "merge_kind",
     "parse_format",
+    "standard_column_problems",
     "steps_schema",
+    "type_matches",
     "is_redacted_value",
 ]
 
@@ -219,6 +223,64 @@ def extra_column_problem(table: str, name: str, type_: pa.DataType) -> str | Non
             "timestamps (store structured values as JSON text)"
         )
     return None
+
+
+def _string_like(t: pa.DataType) -> bool:
+    # Not string_view: the format allows string and large_string, and Arrow's kernels the
+    # readers use (take, coalesce) have none for it (a card of it validated, every read failed).
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def type_matches(col: Column, t: pa.DataType) -> bool:
+    """Whether `t` stores standard column `col`: exactly its type, any string type for strings,
+    and strings or dictionary-encoded strings for enums."""
+    if col.type == ENUM:
+        return _string_like(t) or (pa.types.is_dictionary(t) and _string_like(t.value_type))
+    if pa.types.is_string(col.type):
+        return _string_like(t)
+    return t == col.type
+
+
+def is_extension(field: pa.Field) -> bool:
+    """Whether `field` is stored under an Arrow extension type (declared or by metadata)."""
+    if isinstance(field.type, pa.ExtensionType):
+        return True
+    return any(k.startswith(b"ARROW:extension") for k in (field.metadata or {}))
+
+
+@dataclass(frozen=True)
+class ColumnProblem:
+    """A standard column a table's schema lacks or stores otherwise: `kind` is missing
+    (a required column), extension (an Arrow extension type) or type (another type)."""
+
+    column: str
+    kind: str
+    message: str
+
+
+def standard_column_problems(table: str, schema: pa.Schema) -> list[ColumnProblem]:
+    """Every standard column of `table` ('episodes' or 'steps') that `schema` lacks while it is
+    required, stores under an extension type, or stores with a type the format does not allow.
+    The validator reports them (table-column-*); the reader refuses a table with one when it
+    opens it, before any command reads a value."""
+    names = set(schema.names)
+    out = []
+    for col in _STANDARD[table].values():
+        if col.name not in names:
+            if col.required:
+                out.append(ColumnProblem(col.name, "missing", f"required {table} column {col.name!r} is absent; "
+                                         f"add it (type {col.type})"))
+            continue
+        field = schema.field(schema.names.index(col.name))  # the first of duplicates (reported apart)
+        if is_extension(field):
+            out.append(ColumnProblem(col.name, "extension", f"column {col.name!r} uses an Arrow extension type; "
+                                     f"store {col.type}"))
+        elif not type_matches(col, field.type):
+            shown = str(field.type)
+            shown = shown if len(shown) <= 60 else shown[:60] + "…"
+            out.append(ColumnProblem(col.name, "type", f"column {col.name!r} has type {shown!r}, the format "
+                                     f"requires {col.type}; cast it"))
+    return out
 
 
 def _schema(columns: tuple[Column, ...], metadata_table: str) -> pa.Schema:

@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from ..errors import CardFormatError
+from ..errors import CardFormatError, TableSchemaError
 from ..model.card import CardManifest, TableRef
 from ..numpy_arrow import check_batch
-from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column
+from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column, standard_column_problems
 from .decode import DecodeBudget, variable_width
 from .integrity import FileVerifier
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
@@ -326,12 +326,27 @@ class Card:
                     for col in newer:
                         schema = schema.append(pa.field(col.name, col.type))
                     dataset = ds.dataset(paths, format="parquet", filesystem=fs, schema=schema)
-                self._datasets[table] = dataset
-                self._scans[table] = self._scan_dataset(dataset, paths, fs)
+                scan = self._scan_dataset(dataset, paths, fs)
             except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
                 self._verified(table)  # a changed file is named as such, not as unreadable
                 raise self._unreadable(table, exc) from None
+            self._check_columns(table, ref, dataset.schema)
+            self._datasets[table], self._scans[table] = dataset, scan
         return self._datasets[table]
+
+    def _check_columns(self, table: str, ref: TableRef, schema: pa.Schema) -> None:
+        """TableSchemaError when a standard column is absent (if required) or of another type:
+        every command would otherwise fail later, deep in a kernel, or print wrong values."""
+        problems = standard_column_problems(table, schema)
+        if not problems:
+            return
+        self._verified(table)  # a changed file is named as such
+        shown = "; ".join(p.message for p in problems[:3])
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        name = self.source.name
+        # A dataset takes its schema from its first part: the part a problem is in.
+        raise TableSchemaError(f"{name}: {ref.paths[0]}: {shown}{more}; `rcard validate {name}` lists every "
+                               "problem of the card")
 
     @staticmethod
     def _scan_dataset(dataset: ds.Dataset, paths: list[str], fs: pafs.FileSystem) -> tuple[ds.Dataset, set[str], int]:

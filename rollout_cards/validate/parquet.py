@@ -13,7 +13,14 @@ import struct
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..tables import ENUM, EPISODE_COLUMNS, MAX_COLUMNS, STEP_COLUMNS, Column, extra_column_problem
+from ..tables import (
+    EPISODE_COLUMNS,
+    MAX_COLUMNS,
+    STEP_COLUMNS,
+    extra_column_problem,
+    is_extension,
+    standard_column_problems,
+)
 from .context import CheckContext, TableState
 from .layout import MANIFEST
 from .report import excerpt
@@ -100,28 +107,6 @@ def open_parquet(ctx: CheckContext, rel: str, read_dictionary: list[str] | None 
     return pf
 
 
-def _string_like(t: pa.DataType) -> bool:
-    # Not string_view: the format allows string and large_string, and Arrow's kernels the
-    # readers use (take, coalesce) have none for it (a card of it validated, every read failed).
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def type_matches(col: Column, t: pa.DataType) -> bool:
-    """Whether `t` stores standard column `col`: exactly its type, any string type for strings,
-    and strings or dictionary-encoded strings for enums."""
-    if col.type == ENUM:
-        return _string_like(t) or (pa.types.is_dictionary(t) and _string_like(t.value_type))
-    if pa.types.is_string(col.type):
-        return _string_like(t)
-    return t == col.type
-
-
-def _is_extension(field: pa.Field) -> bool:
-    if isinstance(field.type, pa.ExtensionType):
-        return True
-    return any(k.startswith(b"ARROW:extension") for k in (field.metadata or {}))
-
-
 def _schema_findings(ctx: CheckContext, table: str, rel: str, pf: pq.ParquetFile, state: TableState) -> None:
     f = ctx.findings
     schema = pf.schema_arrow
@@ -137,26 +122,14 @@ def _schema_findings(ctx: CheckContext, table: str, rel: str, pf: pq.ParquetFile
         f.add("table-column-duplicate", f"column {excerpt(name)} appears {names.count(name)} times; keep one",
               file=rel, column=name)
         state.bad_columns.add(name)
-    for col in standard.values():
-        if col.name not in names:
-            if col.required:
-                f.add("table-column-missing", f"required {table} column {col.name!r} is absent; add it "
-                      f"(type {col.type})", file=rel, column=col.name)
-                state.bad_columns.add(col.name)
-            continue
-        field = schema.field(names.index(col.name))
-        if _is_extension(field):
-            f.add("table-extension-type", f"column {col.name!r} uses an Arrow extension type; store {col.type}",
-                  file=rel, column=col.name)
-            state.bad_columns.add(col.name)
-        elif not type_matches(col, field.type):
-            f.add("table-column-type", f"column {col.name!r} has type {excerpt(str(field.type))}, the format "
-                  f"requires {col.type}; cast it", file=rel, column=col.name)
-            state.bad_columns.add(col.name)
+    codes = {"missing": "table-column-missing", "extension": "table-extension-type", "type": "table-column-type"}
+    for problem in standard_column_problems(table, schema):
+        f.add(codes[problem.kind], problem.message, file=rel, column=problem.column)
+        state.bad_columns.add(problem.column)
     for field in schema:
         if field.name in standard:
             continue
-        if _is_extension(field):
+        if is_extension(field):
             f.add("table-extension-type", f"column {excerpt(field.name)} uses an Arrow extension type; store "
                   "its plain storage type", file=rel, column=field.name)
             continue

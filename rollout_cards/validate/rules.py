@@ -14,7 +14,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CardFormatError, DecodeLimitError, ExpressionError, RuleError, StatisticsError
+from ..errors import (
+    CardFormatError,
+    DecodeLimitError,
+    ExpressionError,
+    RuleError,
+    StatisticsError,
+    TableSchemaError,
+)
 from ..io.reader import Card
 from .context import CheckContext
 from .layout import MANIFEST
@@ -142,6 +149,11 @@ def check_replay(ctx: CheckContext) -> None:
             continue
         except DecodeLimitError as exc:
             f.add("parquet-decode-limit", f"replaying rule {excerpt(rule_id)}: {exc}", file=path)
+            continue
+        except TableSchemaError:  # the reader refuses a table with a standard column of another type
+            f.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} could not be recomputed: "
+                  "a table the rule reads has a column the format does not allow (its table-column-* finding "
+                  "says which)", file=MANIFEST, pointer=f"/rules/{index.get(rule_id, 0)}")
             continue
         except (CardFormatError, pa.ArrowException, OSError) as exc:
             f.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} could not be recomputed: "

@@ -7,9 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rollout_cards.tables import ENUM, EPISODE_COLUMNS, STEP_COLUMNS
+from rollout_cards.tables import ENUM, EPISODE_COLUMNS, STEP_COLUMNS, type_matches
 from rollout_cards.validate import parquet, validate
-from rollout_cards.validate.parquet import type_matches
 
 COL = {c.name: c for c in EPISODE_COLUMNS + STEP_COLUMNS}
 
