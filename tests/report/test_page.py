@@ -183,24 +183,23 @@ def test_a_failing_validation_reaches_the_caller(monkeypatch: pytest.MonkeyPatch
         gather(FIXTURE_CARDS / "synthetic")
 
 
-def test_a_column_of_a_type_the_format_refuses_is_shown_not_a_crash(
+def test_a_standard_column_of_another_type_is_refused_when_the_report_opens_the_table(
     synthetic_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """steps.content stored as binary (the validator flags table-column-type): the episode
-    browser says what is there instead of failing ("bytes is not JSON serializable")."""
+    """steps.content stored as binary: the reader refuses the table (tests/io/test_reader_schema.py);
+    before, the episode browser showed the bytes as a note while every other command failed."""
     monkeypatch.syspath_prepend(str(REPO / "fixtures"))
     import bad_cards
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from rollout_cards.errors import TableSchemaError
+
     path = synthetic_copy / "steps.parquet"
     table = pq.read_table(path)
     i = table.schema.get_field_index("content")
-    binary = table.column(i).cast(pa.binary())
-    table = table.set_column(i, pa.field("content", pa.binary()), binary)
+    table = table.set_column(i, pa.field("content", pa.binary()), table.column(i).cast(pa.binary()))
     pq.write_table(table, path)
     bad_cards.rehash(synthetic_copy)
-    page = build_report(synthetic_copy)
-    first = next(v for v in binary.to_pylist() if v)
-    assert f"[{len(first):,} bytes of binary data, not shown]" in page
-    assert "table-column-type" in page  # the integrity panel says the card is invalid
+    with pytest.raises(TableSchemaError, match="steps.parquet: column 'content' has type 'binary'"):
+        build_report(synthetic_copy)
