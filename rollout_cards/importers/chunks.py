@@ -87,7 +87,8 @@ class ChunkedTables:
         self._chunk_episodes = chunk_episodes
         self._chunk_steps = chunk_steps
         self._episodes: list[dict[str, Any]] = []
-        self._steps: list[tuple[Any, ...]] = []
+        self._steps: list[list[Any]] = [[] for _ in STEP_COLUMNS]  # buffered steps, column by column
+        self._buffered = 0  # steps in self._steps
         self._types: dict[str, str] = {}
         self.ids: set[str] = set()
         self.statuses: Counter[str] = Counter()
@@ -166,13 +167,15 @@ class ChunkedTables:
             times = [t for t in columns[_T] if t is not None]
             if len(times) > 1:
                 self.time_inversions += sum(map(operator.lt, times[1:], times[:-1]))
+            for buffered, values in zip(self._steps, columns, strict=True):
+                buffered.extend(values)
         self.ids.add(episode_id)
         self._episodes.append(out)
-        self._steps.extend(steps.rows)
         self.statuses[status] += 1
         self.episodes += 1
-        self.steps += len(steps.rows)
-        if len(self._episodes) >= self._chunk_episodes or len(self._steps) >= self._chunk_steps:
+        self.steps += len(rows)
+        self._buffered += len(rows)
+        if len(self._episodes) >= self._chunk_episodes or self._buffered >= self._chunk_steps:
             self.flush()
 
     def flush(self) -> None:
@@ -180,9 +183,8 @@ class ChunkedTables:
         if self._episodes:
             self._writer.write_episodes(self._episode_table(self._episodes))
             self._episodes = []
-        if self._steps:
-            columns = list(zip(*self._steps, strict=True))
-            self._steps = []
+        if self._buffered:
+            columns, self._steps, self._buffered = self._steps, [[] for _ in STEP_COLUMNS], 0
             arrays = [
                 pa.array(values, pa.string()).dictionary_encode() if pa.types.is_dictionary(t) else pa.array(values, t)
                 for values, t in zip(columns, _STEP_TYPES, strict=True)

@@ -96,45 +96,57 @@ class _Timeline:
     order (an untimed step stays right after the step before it). A step is put in the
     `span` of its event (inspect_spans); one whose time is earlier than the `span_begin` of
     its sub-agent (a clock that ran back) hangs under the nearest enclosing sub-agent that
-    began before it (counted as `unnested`), since a parent step comes first.
+    began before it (counted as `unnested`), since a parent step comes first. The steps are
+    handed to the StepBuffer as columns (`StepBuffer.extend`), one tuple per step until then.
     """
 
     def __init__(self, steps: StepBuffer) -> None:
         self.steps = steps
-        #: (time key, log order, StepBuffer method, its keyword arguments, span): the log order is
-        #: unique, so sorting the tuples never compares past it
-        self.items: list[tuple[int, int, Any, dict[str, Any], Span | None]] = []
+        #: (time key, log order, span, then the step's fields in STEP_COLUMNS order from kind to
+        #: payload without agent): the log order is unique, so sorting never compares past it
+        self.items: list[tuple[Any, ...]] = []
         self._last = -(1 << 62)
         self.span: Span | None = None
         self.counts: Counter[str] = Counter()
 
-    def put(self, method: str, t: int | None, **fields: Any) -> int:
-        """Put a step (`method` of StepBuffer: add, tool_call, tool_result); returns its item number."""
+    def put(
+        self, t: int | None, kind: str, role: str | None = None, name: str | None = None, content: str | None = None,
+        is_error: bool | None = None, payload: Any = None, call_id: str | None = None, args: str | None = None,
+        input_tokens: int | None = None, output_tokens: int | None = None, cost_usd: float | None = None,
+    ) -> int:
+        """Put a step (the fields of `StepBuffer.add`; a `tool_call` or `tool_result` with the source's
+        call id, as given to StepBuffer.tool_call / tool_result); returns its item number."""
         key = self._last if t is None else t
         self._last = key
-        fields["t"] = t
         n = len(self.items)
-        self.items.append((key, n, getattr(self.steps, method), fields, self.span))
+        self.items.append((key, n, self.span, kind, t, role, name, call_id, content, args, is_error, input_tokens,
+                           output_tokens, cost_usd, payload))
         return n
 
     def write(self) -> Counter[str]:
         """Append the steps in time order; returns the counts: `moved` (steps that moved from the
         log's order), `sub_agents` (sub-agent spans with steps), `unnested` (see the class)."""
-        ordered = sorted(self.items)
+        if not self.items:
+            return self.counts
+        (_keys, orders, spans, kind, t, role, name, call_id, content, args, is_error, input_tokens, output_tokens,
+         cost_usd, payload) = zip(*sorted(self.items), strict=True)
         first = len(self.steps)
         seqs: list[int] | None = None  # item number -> seq, once a step has a parent
         launched = set()
         last: Any = self  # the span of the step before (steps of one span come in runs)
         place: tuple[int | None, int, str | None] = (None, 0, None)
-        for position, (_key, _order, method, fields, span) in enumerate(ordered, first):
+        parents: list[int | None] = []
+        depths: list[int] = []
+        agents: list[str | None] = []
+        for position, span in enumerate(spans, first):
             if span is not last:
                 place, last = resolve(span), span
             parent, depth, agent = place
             if parent is not None:
                 if seqs is None:
-                    seqs = [0] * len(ordered)
-                    for at, item in enumerate(ordered, first):
-                        seqs[item[1]] = at
+                    seqs = [0] * len(orders)
+                    for at, item in enumerate(orders, first):
+                        seqs[item] = at
                 while parent is not None and seqs[parent] > position:
                     self.counts["unnested"] += 1
                     while span is not None and span.item != parent:  # up to the sub-agent's span
@@ -144,9 +156,12 @@ class _Timeline:
                 if parent is not None:
                     launched.add(parent)
                     parent = seqs[parent]
-            fields["parent_seq"], fields["depth"], fields["agent"] = parent, depth, agent
-            method(**fields)
-        orders = [item[1] for item in ordered]
+            parents.append(parent)
+            depths.append(depth)
+            agents.append(agent)
+        calls = [i for i, k in enumerate(kind) if k == "tool_call" or k == "tool_result"]
+        self.steps.extend((kind, t, role, agents, name, call_id, content, args, is_error, input_tokens,
+                           output_tokens, cost_usd, payload, parents, depths), calls)
         self.counts["moved"] += sum(map(operator.lt, orders[1:], orders[:-1]))
         self.counts["sub_agents"] += len(launched)
         return self.counts
@@ -190,9 +205,9 @@ def add_events(
             _tool(steps, line, ev, t, attachments, i)
         elif kind == "error":
             error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
-            line.put("add", t, kind="error", content=_str(error.get("message")), is_error=True, payload=payload)
+            line.put(t, "error", content=_str(error.get("message")), is_error=True, payload=payload)
         elif kind == "sample_limit":
-            line.put("add", t, kind="limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=payload)
+            line.put(t, "limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=payload)
         elif kind in ("span_begin", "span_end", "step"):
             if kind == "step":  # older logs: solver and scorer steps instead of spans
                 begin, key, name = ev.get("action") == "begin", None, _str(ev.get("name"))
@@ -206,7 +221,7 @@ def add_events(
                 if key is not None:
                     scorer_spans.add(key)
                 scorer = name if begin else None
-            item = line.put("add", t, kind="span_begin" if begin else "span_end", name=name, payload=payload)
+            item = line.put(t, "span_begin" if begin else "span_end", name=name, payload=payload)
             if kind == "span_begin":
                 nesting.begin(ev, line.span, item, name)
             elif kind == "span_end":
@@ -214,15 +229,15 @@ def add_events(
         elif kind == "score":
             score = ev.get("score") if isinstance(ev.get("score"), dict) else {}
             value = score.get("value")
-            line.put("add", t, kind="score", name=scorer,
+            line.put(t, "score", name=scorer,
                      content=value if isinstance(value, str) else (None if value is None else json_text(value)),
                      payload=payload)
         elif kind in _STATE:
-            line.put("add", t, kind="state", name=kind, payload=payload)
+            line.put(t, "state", name=kind, payload=payload)
         elif kind == "sandbox":
-            line.put("add", t, kind="action", name="sandbox", payload=payload)
+            line.put(t, "action", name="sandbox", payload=payload)
         else:
-            line.put("add", t, kind="annotation", name=kind, content=_annotation_text(ev, attachments), payload=payload)
+            line.put(t, "annotation", name=kind, content=_annotation_text(ev, attachments), payload=payload)
     return line.write()
 
 
@@ -250,10 +265,10 @@ def _model(
         seen[key] += 1
         role, content = msg["role"], message_text(msg.get("content"), attachments)
         if role == "tool":
-            line.put("add", t, kind="observation", role="tool", name=_str(msg.get("function")), content=content,
+            line.put(t, "observation", role="tool", name=_str(msg.get("function")), content=content,
                      is_error=msg.get("error") is not None, payload=json_text(msg))
         else:
-            line.put("add", t, kind="message", role=role, content=content, payload=json_text(msg))
+            line.put(t, "message", role=role, content=content, payload=json_text(msg))
     output = ev.get("output") if isinstance(ev.get("output"), dict) else {}
     choices = output.get("choices") or []
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
@@ -264,11 +279,11 @@ def _model(
     cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
     tin, tout = _tokens(usage, steps, f"events[{i}]")
     if ev.get("error"):
-        line.put("add", t, kind="error", name=_str(ev.get("model")), content=_str(ev["error"]), is_error=True,
+        line.put(t, "error", name=_str(ev.get("model")), content=_str(ev["error"]), is_error=True,
                  input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=payload)
         return
     text = message_text(message.get("content"), attachments) if isinstance(message, dict) else None
-    line.put("add", t, kind="message", role="assistant", name=_str(ev.get("model")), content=text,
+    line.put(t, "message", role="assistant", name=_str(ev.get("model")), content=text,
              input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=payload)
 
 
@@ -316,7 +331,7 @@ def _tool(
         raise steps.error(f"events[{i}] is a tool event without a string id")
     arguments = ev.get("arguments")
     payload = {k: v for k, v in ev.items() if k != "result"}
-    line.put("tool_call", t, name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
+    line.put(t, "tool_call", name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
              call_id=call_id, role="assistant", payload=fast_text(payload) or payload)  # as StepBuffer would encode it
     if ev.get("pending"):
         return  # the tool had not returned when the log was written: no result to record
@@ -329,7 +344,7 @@ def _tool(
     if error is not None:
         payload["error"] = error
     text = json_text(result) if isinstance(result, (int, float, bool)) else message_text(result, attachments)
-    line.put("tool_result", done, call_id=call_id, content=text, role="tool", name=_str(ev.get("function")),
+    line.put(done, "tool_result", call_id=call_id, content=text, role="tool", name=_str(ev.get("function")),
              is_error=error is not None, payload=payload or None)
 
 

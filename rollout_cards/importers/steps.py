@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any
 
 from ..errors import SourceFormatError
@@ -29,6 +31,10 @@ from ..tables import StepKind
 __all__ = ["StepBuffer", "json_text", "parse_timestamp"]
 
 _KINDS = frozenset(k.value for k in StepKind)
+# The exact types `extend` takes without a closer look (anything else: `add` decides, step by step).
+_TEXT = frozenset((str, type(None)))
+_COUNT = frozenset((int, type(None)))
+_COST = frozenset((float, int, type(None)))
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -60,6 +66,10 @@ def parse_timestamp(value: Any, *, file: str, record: str | None) -> int | None:
         )
     d = t - _EPOCH  # as io.writer.to_micros, without its checks (done above) and the timedelta division
     return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
+
+
+def _float(value: float | int | None) -> float | None:
+    return None if value is None else float(value)
 
 
 class StepBuffer:
@@ -161,11 +171,79 @@ class StepBuffer:
             fields["payload"] = self._source_payload(fields.get("payload"), call_id)
         return self.add("tool_result", call_id=stored, content=content, **fields)
 
-    def _source_payload(self, payload: Any, call_id: str) -> dict[str, Any]:
+    def _source_payload(self, payload: Any, call_id: str, seq: int | None = None) -> dict[str, Any]:
         try:
             return with_source_call_id(payload, call_id)
         except ValueError as exc:
-            raise self.error(f"step {len(self.rows)}: {exc}") from None
+            raise self.error(f"step {len(self.rows) if seq is None else seq}: {exc}") from None
+
+    def extend(self, columns: Sequence[Sequence[Any]], calls: Sequence[int] = ()) -> None:
+        """Append steps given as columns: the `add` fields after `seq` in STEP_COLUMNS order (kind,
+        t, role, agent, name, call_id, content, args, is_error, input_tokens, output_tokens, cost_usd,
+        payload, parent_seq, depth), one value per step. The steps at the indices `calls` are those
+        an importer would give to `tool_call` (kind 'tool_call') or `tool_result` (kind 'tool_result'),
+        with the source's call id. The result is what those calls and `add`, step by step, give —
+        a bad value fails with the same error — in bulk (one Python call per column, not per step)."""
+        (kind, t, role, agent, name, call_id, content, args, is_error, input_tokens, output_tokens, cost_usd,
+         payload, parent_seq, depth) = columns
+        costs = set(map(type, cost_usd))
+        if not (_KINDS.issuperset(kind) and _TEXT.issuperset(map(type, content))
+                and _COUNT.issuperset(map(type, input_tokens)) and _COUNT.issuperset(map(type, output_tokens))
+                and _COST.issuperset(costs) and min(filter(None, input_tokens), default=0) >= 0
+                and min(filter(None, output_tokens), default=0) >= 0
+                and all(map(math.isfinite, filter(None, cost_usd)))):
+            self._replay(columns, calls)  # a value add converts or refuses: step by step
+            return
+        first = len(self.rows)
+        odd = [i for i, p in enumerate(payload) if p is not None and type(p) is not str]
+        if calls or odd:
+            kind, role, call_id, payload = list(kind), list(role), list(call_id), list(payload)
+            calls = set(calls)
+            for i in sorted(calls.union(odd)):
+                seq = first + i
+                if i in calls and call_id[i] is None:
+                    pass  # a tool call without an id (tool_call adds it as it is)
+                elif kind[i] == "tool_call" and i in calls:
+                    stored = self._calls.stored_id(call_id[i])
+                    if stored != call_id[i]:
+                        payload[i] = self._source_payload(payload[i], call_id[i], seq)
+                    self._calls.add(call_id[i], stored)
+                    call_id[i] = stored
+                elif i in calls:
+                    stored = self._calls.result_id(call_id[i])
+                    if stored is None or stored != call_id[i]:
+                        payload[i] = self._source_payload(payload[i], call_id[i], seq)
+                    if stored is None:
+                        self.orphan_results += 1
+                        kind[i], role[i] = "message", role[i] or "tool"
+                    call_id[i] = stored
+                if payload[i] is not None and type(payload[i]) is not str:
+                    try:
+                        payload[i] = json_text(payload[i])
+                    except ValueError as exc:
+                        raise self.error(f"step {seq}: payload is not JSON-serialisable: {exc}") from None
+        n = len(kind)
+        self.rows.extend(zip(repeat(self.episode_id, n), range(first, first + n), kind, t, role, agent, name,
+                             call_id, content, args, is_error, input_tokens, output_tokens,
+                             map(_float, cost_usd) if int in costs else cost_usd, payload, parent_seq, depth,
+                             strict=True))
+
+    def _replay(self, columns: Sequence[Sequence[Any]], calls: Sequence[int]) -> None:
+        """`extend` step by step through `add`, `tool_call` and `tool_result` (for a value `add`
+        converts or refuses: it is then exactly what `add` makes of it)."""
+        names = ("kind", "t", "role", "agent", "name", "call_id", "content", "args", "is_error", "input_tokens",
+                 "output_tokens", "cost_usd", "payload", "parent_seq", "depth")
+        calls = set(calls)
+        for i, values in enumerate(zip(*columns, strict=True)):
+            fields = dict(zip(names, values, strict=True))
+            if i in calls and fields["kind"] == "tool_call":
+                del fields["kind"]
+                self.tool_call(fields.pop("name"), fields.pop("args"), fields.pop("call_id"), **fields)
+            elif i in calls:
+                del fields["kind"]
+                self.tool_result(fields.pop("call_id"), fields.pop("content"), **fields)
+            else:
+                self.add(fields.pop("kind"), **fields)
 
     def __len__(self) -> int:
         return len(self.rows)

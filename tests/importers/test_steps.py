@@ -5,10 +5,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from rollout_cards.errors import SourceFormatError
 from rollout_cards.importers.steps import StepBuffer, parse_timestamp
+from tests.fuzzing import cases, seed
 
 
 def _buffer() -> StepBuffer:
@@ -91,3 +93,81 @@ def test_parse_timestamp_is_the_writers_microseconds(t):
     from rollout_cards.io.writer import to_micros
 
     assert parse_timestamp(t.isoformat(), file="f", record=None) == to_micros(t)
+
+
+# -- StepBuffer.extend: the bulk path is the step-by-step path -------------------------------------
+_FIELDS = ("kind", "t", "role", "agent", "name", "call_id", "content", "args", "is_error", "input_tokens",
+           "output_tokens", "cost_usd", "payload", "parent_seq", "depth")
+_payloads = st.sampled_from([None, '{"a":1}', "[1]", "not json", {"b": [1, None]}, [1, 2], {"x": float("nan")},
+                             {"source_call_id": "a"}, {"source_call_id": "zz"}])
+_step = st.fixed_dictionaries({
+    "kind": st.sampled_from(["message", "tool_call", "tool_call", "tool_result", "tool_result", "state", "bogus"]),
+    "t": st.none() | st.integers(0, 10),
+    "role": st.sampled_from([None, "assistant", "tool"]),
+    "agent": st.sampled_from([None, "sub"]),
+    "name": st.sampled_from([None, "search"]),
+    "call_id": st.sampled_from([None, "a", "a", "b", "a#2"]),
+    "content": st.sampled_from([None, "text", 3]),
+    "args": st.sampled_from([None, '{"q":1}']),
+    "is_error": st.sampled_from([None, True, False]),
+    "input_tokens": st.sampled_from([None, 0, 5, -1, True]),
+    "output_tokens": st.sampled_from([None, 7, -2]),
+    "cost_usd": st.sampled_from([None, 0.0, 0.5, 2, float("inf"), float("nan"), True]),
+    "payload": _payloads,
+    "parent_seq": st.none() | st.integers(0, 3),
+    "depth": st.sampled_from([None, 0, 1]),
+})
+
+
+def _outcome(steps: StepBuffer, run) -> tuple:
+    try:
+        run()
+        error = None
+    except (SourceFormatError, ValueError) as exc:
+        error = (type(exc).__name__, str(exc))
+    return error, steps.rows, steps.orphan_results, steps.reused_call_ids
+
+
+def _one_by_one(steps: StepBuffer, specs: list[dict]) -> None:
+    for spec in specs:
+        fields = dict(spec)
+        kind = fields.pop("kind")
+        if kind == "tool_call":
+            steps.tool_call(fields.pop("name"), fields.pop("args"), fields.pop("call_id"), **fields)
+        elif kind == "tool_result":
+            steps.tool_result(fields.pop("call_id"), fields.pop("content"), **fields)
+        else:
+            steps.add(kind, **fields)
+
+
+@settings(max_examples=cases(300), deadline=None, database=None)
+@given(st.lists(_step, max_size=12))
+@hypothesis_seed(seed())
+@pytest.mark.fuzz
+def test_extend_is_add_tool_call_and_tool_result_step_by_step(specs):
+    specs = [s if s["kind"] != "tool_result" or s["call_id"] is not None else {**s, "call_id": "b"} for s in specs]
+    calls = [i for i, s in enumerate(specs) if s["kind"] in ("tool_call", "tool_result")]
+    columns = [[s[f] for s in specs] for f in _FIELDS]
+    one, bulk = _buffer(), _buffer()
+    for steps in (one, bulk):  # a step before: seqs and errors count on from it
+        steps.tool_call("search", None, "a")
+    assert _outcome(bulk, lambda: bulk.extend(columns, calls)) == _outcome(one, lambda: _one_by_one(one, specs))
+
+
+def test_extend_keeps_call_ids_orphans_and_payloads_as_the_row_path_does():
+    steps = _buffer()
+    steps.extend([["tool_call", "tool_call", "tool_result", "tool_result", "message"], [1, 2, 3, None, 4],
+                  ["assistant", "assistant", "tool", None, "user"], [None] * 5, ["f", "f", "f", "f", None],
+                  ["a", "a", "a", "c", None], [None, None, "r", "lost", "hi"], [None] * 5, [None, None, False, True, None],
+                  [None, None, None, None, 3], [None] * 4 + [4], [None] * 4 + [1], ['{"k":1}', None, {"result": [1]},
+                                                                                  None, None],
+                  [None, None, None, None, 0], [0] * 5], calls=[0, 1, 2, 3])
+    rows = steps.rows
+    assert [r[1] for r in rows] == [0, 1, 2, 3, 4]
+    assert [r[7] for r in rows] == ["a", "a#2", "a#2", None, None]  # the result pairs with the latest call
+    assert [r[2] for r in rows] == ["tool_call", "tool_call", "tool_result", "message", "message"]
+    assert json.loads(rows[1][14]) == {"source_call_id": "a"}
+    assert json.loads(rows[2][14]) == {"result": [1], "source_call_id": "a"}
+    assert json.loads(rows[3][14]) == {"source_call_id": "c"} and rows[3][4] == "tool"  # an orphan result
+    assert rows[4][13] == 1.0 and type(rows[4][13]) is float
+    assert steps.orphan_results == 1 and steps.reused_call_ids == 1
