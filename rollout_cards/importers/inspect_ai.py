@@ -34,6 +34,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from ..jsondoc import fast_texts
 from ..model.card import Software
 from .base import ImportRequest
 from .inspect_events import add_events, add_messages, resolve_attachment
@@ -325,28 +326,39 @@ def _episode(
     elif limit:
         limit = limit if isinstance(limit, dict) else {"type": str(limit)}
         row.update(status="limit", error_message=f"{limit.get('type')} limit of {limit.get('limit')} reached")
-    _scores(row, sample.get("scores"), steps)
+    # columns holding the JSON text of a source value: the values first, all encoded in one call at the end
+    deferred: list[str] = []
+    if _scores(row, sample.get("scores"), steps):
+        deferred.append("meta.scores")
     _usage(row, sample.get("model_usage"), steps)
     for key in ("input", "target", "choices", "metadata"):
         value = sample.get(key)
         if value not in (None, {}, []):
-            row[f"task.{key}"] = resolve_attachment(value, attachments) if isinstance(value, str) else text(value)
+            if isinstance(value, str):
+                row[f"task.{key}"] = resolve_attachment(value, attachments)
+            else:
+                row[f"task.{key}"] = value
+                deferred.append(f"task.{key}")
     for key in ("total_time", "working_time"):
         if isinstance(sample.get(key), (int, float)) and not isinstance(sample.get(key), bool):
             row[f"meta.{key}"] = float(sample[key])
     if isinstance(sample.get("uuid"), str):
         row["meta.uuid"] = sample["uuid"]
-    if attachments:
-        row["meta.attachments"] = text(attachments)
-    if events and messages:
-        row["meta.messages"] = text(messages)
-    if pool:
-        row["meta.message_pool"] = text(pool)
-    if events_data.get("calls"):
-        row["meta.call_pool"] = text(events_data["calls"])
+    for column, value, present in (("meta.attachments", attachments, attachments),
+                                   ("meta.messages", messages, events and messages),
+                                   ("meta.message_pool", pool, pool),
+                                   ("meta.call_pool", events_data.get("calls"), events_data.get("calls"))):
+        if present:
+            row[column] = value
+            deferred.append(column)
     rest = {k: v for k, v in sample.items() if k not in _MAPPED and v not in (None, {}, [])}
     if rest:
-        row["meta.sample"] = text(rest)
+        row["meta.sample"] = rest
+        deferred.append("meta.sample")
+    if deferred:
+        values = [row[column] for column in deferred]
+        for column, value, got in zip(deferred, values, fast_texts(values) or [None] * len(values), strict=True):
+            row[column] = text(value) if got is None else got  # fast_texts gives `text`'s text, or None
     return row, steps, moved
 
 
@@ -368,11 +380,12 @@ def _text(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else text(value)
 
 
-def _scores(row: dict[str, Any], scores: Any, steps: StepBuffer) -> None:
+def _scores(row: dict[str, Any], scores: Any, steps: StepBuffer) -> bool:
     """`score.<s>` (or `score.<s>.<key>` of a dict value) = value_to_float of the current value
-    (an edited score's `history` stays in meta.scores); NaN is null (unscored)."""
+    (an edited score's `history` stays in meta.scores: the Score objects, to be encoded by the
+    caller); NaN is null (unscored). Whether there were scores."""
     if not scores:
-        return
+        return False
     if not isinstance(scores, dict):
         raise steps.error("scores is not an object")
     for name, score in scores.items():
@@ -386,7 +399,8 @@ def _scores(row: dict[str, Any], scores: Any, steps: StepBuffer) -> None:
                 field = f"scores[{name!r}].value" + ("" if key is None else f"[{key!r}]")
                 raise steps.error(f"{field} is {part!r}, not a finite number (Inspect's unscored marker is NaN)")
             row[f"score.{name}" if key is None else f"score.{name}.{key}"] = number
-    row["meta.scores"] = text(scores)
+    row["meta.scores"] = scores
+    return True
 
 
 def _usage(row: dict[str, Any], usage: Any, steps: StepBuffer) -> None:

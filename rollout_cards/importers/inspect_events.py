@@ -34,6 +34,7 @@ import operator
 from collections import Counter
 from typing import Any
 
+from ..errors import SourceFormatError
 from ..jsondoc import fast_text, fast_texts
 from .inspect_log import text as json_text
 from .inspect_spans import Span, Spans, resolve
@@ -190,25 +191,17 @@ def add_events(
     scorer: str | None = None  # the scorer whose span or step encloses a `score` event
     nesting = Spans()
     for i, ev in enumerate(events):
-        if not isinstance(ev, dict) or not isinstance(ev.get("event"), str):
+        kind = ev.get("event") if type(ev) is dict else None
+        if type(kind) is not str:
             raise steps.error(f"events[{i}] is not an Inspect event (no `event` type)")
-        kind = ev["event"]
-        line.span = nesting.of(ev)
+        line.span = nesting.of(ev, kind)
         source = texts[i] if texts is not None else None
         ok = source is not None and "NaN" not in source and "Infinity" not in source
         payload = source if ok else None if kind == "tool" else json_text(ev)  # a tool event's is built below
-        t = parse_timestamp(ev.get("timestamp"), file=steps.file, record=f"{steps.record}, events[{i}]")
-        if kind == "model":
-            _model(steps, line, ev, t, attachments, pool, seen, i, payload)
-        elif kind == "tool":
-            seen[("tool", str(ev.get("id")))] += 1
-            _tool(steps, line, ev, t, attachments, i)
-        elif kind == "error":
-            error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
-            line.put(t, "error", content=_str(error.get("message")), is_error=True, payload=payload)
-        elif kind == "sample_limit":
-            line.put(t, "limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=payload)
-        elif kind in ("span_begin", "span_end", "step"):
+        stamp = ev.get("timestamp")
+        t = None if stamp is None else _time(steps, stamp, i)
+        # the kinds in the order of how often they occur (spans are two thirds of an agent's events)
+        if kind == "span_begin" or kind == "span_end" or kind == "step":
             if kind == "step":  # older logs: solver and scorer steps instead of spans
                 begin, key, name = ev.get("action") == "begin", None, _str(ev.get("name"))
             else:
@@ -226,6 +219,16 @@ def add_events(
                 nesting.begin(ev, line.span, item, name)
             elif kind == "span_end":
                 nesting.end(ev)
+        elif kind == "model":
+            _model(steps, line, ev, t, attachments, pool, seen, i, payload)
+        elif kind == "tool":
+            seen[("tool", str(ev.get("id")))] += 1
+            _tool(steps, line, ev, t, attachments, i)
+        elif kind == "error":
+            error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
+            line.put(t, "error", content=_str(error.get("message")), is_error=True, payload=payload)
+        elif kind == "sample_limit":
+            line.put(t, "limit", name=_str(ev.get("type")), content=_str(ev.get("message")), payload=payload)
         elif kind == "score":
             score = ev.get("score") if isinstance(ev.get("score"), dict) else {}
             value = score.get("value")
@@ -311,6 +314,14 @@ def _expand_refs(steps: StepBuffer, refs: Any, pool: list[Any] | None, i: int) -
     return out
 
 
+def _time(steps: StepBuffer, stamp: Any, i: int) -> int | None:
+    """parse_timestamp of event i's timestamp (its error names the event; the record is built only then)."""
+    try:
+        return parse_timestamp(stamp, file=steps.file, record=None)
+    except SourceFormatError:
+        return parse_timestamp(stamp, file=steps.file, record=f"{steps.record}, events[{i}]")
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None if value is None else json_text(value)
 
@@ -335,7 +346,8 @@ def _tool(
              call_id=call_id, role="assistant", payload=fast_text(payload) or payload)  # as StepBuffer would encode it
     if ev.get("pending"):
         return  # the tool had not returned when the log was written: no result to record
-    done = parse_timestamp(ev.get("completed"), file=steps.file, record=f"{steps.record}, events[{i}]")
+    done = ev.get("completed")
+    done = None if done is None else _time(steps, done, i)
     if done is not None and t is not None and done < t:
         raise steps.error(f"events[{i}]: the tool completed before it started")
     error = ev.get("error")

@@ -54,10 +54,9 @@ class Spans:
     def _here(self) -> Span | None:
         return self._open[-1] if self._open else None
 
-    def of(self, ev: dict[str, Any]) -> Span | None:
-        """The span an event's steps belong to (None: the top level); a span's own begin and
-        end steps belong to its parent."""
-        kind = ev["event"]
+    def of(self, ev: dict[str, Any], kind: str) -> Span | None:
+        """The span an event (of type `kind`) belongs to (None: the top level); a span's own begin
+        and end steps belong to its parent."""
         if kind == "span_end":
             span = self._spans.get(str(ev.get("id")))
             return span.parent if span is not None else self._here()
