@@ -19,6 +19,7 @@ Each step's `parent_seq`, `depth` and `agent` come from the sub-agent span its e
 (inspect_spans).
 | `step` begin/end (older logs) | `span_begin`/`span_end` (name = step name)            |
 | `score`                | `score` (name = the enclosing scorer, content = value)       |
+| `subtask` with its own `events` (older logs) | `span_begin` (name = subtask name, payload = the event without its events), the events' steps inside it (a sub-agent), `span_end` at `completed` |
 | `state`, `store`, `sample_init` | `state` (name = event type)                         |
 | `sandbox`              | `action` (name = sandbox)                                    |
 | anything else          | `annotation` (name = event type; `logger`/`info` text as content) |
@@ -185,21 +186,36 @@ def add_events(
         # no source texts (a .json log): the payloads' texts, all in one encoding (fast_texts
         # gives exactly what `json_text(ev)` below gives, or None for that one)
         texts = fast_texts(events)
+    labels: list[str] | None = None  # each event's place, once older subtasks' events are spliced in
+    if any(map(_holds_events, events)):
+        events, texts, labels = _splice(events, texts)
     seen: Counter[tuple[str, str]] = Counter()  # conversation messages already stepped
     spans: dict[str, str | None] = {}
     scorer_spans: set[str] = set()
     scorer: str | None = None  # the scorer whose span or step encloses a `score` event
     nesting = Spans()
+    subtasks: list[Span] = []  # the older subtasks whose spliced events are being read
     for i, ev in enumerate(events):
+        at = i if labels is None else labels[i]
         kind = ev.get("event") if type(ev) is dict else None
         if type(kind) is not str:
-            raise steps.error(f"events[{i}] is not an Inspect event (no `event` type)")
+            if type(ev) is _SubtaskEnd:  # after an older subtask's own events
+                span = subtasks.pop()
+                nesting.close(span)
+                line.span = span.parent
+                done = ev.event.get("completed")
+                done = None if done is None else _time(steps, done, at)
+                if done is not None and span.t is not None and done < span.t:
+                    raise steps.error(f"{_where(at)}: the subtask completed before it started")
+                line.put(done, "span_end", name=span.name)
+                continue
+            raise steps.error(f"{_where(at)} is not an Inspect event (no `event` type)")
         line.span = nesting.of(ev, kind)
         source = texts[i] if texts is not None else None
         ok = source is not None and "NaN" not in source and "Infinity" not in source
         payload = source if ok else None if kind == "tool" else json_text(ev)  # a tool event's is built below
         stamp = ev.get("timestamp")
-        t = None if stamp is None else _time(steps, stamp, i)
+        t = None if stamp is None else _time(steps, stamp, at)
         # the kinds in the order of how often they occur (spans are two thirds of an agent's events)
         if kind == "span_begin" or kind == "span_end" or kind == "step":
             if kind == "step":  # older logs: solver and scorer steps instead of spans
@@ -220,10 +236,10 @@ def add_events(
             elif kind == "span_end":
                 nesting.end(ev)
         elif kind == "model":
-            _model(steps, line, ev, t, attachments, pool, seen, i, payload)
+            _model(steps, line, ev, t, attachments, pool, seen, at, payload)
         elif kind == "tool":
             seen[("tool", str(ev.get("id")))] += 1
-            _tool(steps, line, ev, t, attachments, i)
+            _tool(steps, line, ev, t, attachments, at)
         elif kind == "error":
             error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
             line.put(t, "error", content=_str(error.get("message")), is_error=True, payload=payload)
@@ -235,6 +251,10 @@ def add_events(
             line.put(t, "score", name=scorer,
                      content=value if isinstance(value, str) else (None if value is None else json_text(value)),
                      payload=payload)
+        elif kind == "subtask" and labels is not None and _holds_events(ev):  # an older log's subtask
+            name = _str(ev.get("name"))
+            item = line.put(t, "span_begin", name=name, payload=json_text({k: v for k, v in ev.items() if k != "events"}))
+            subtasks.append(nesting.open("subtask", name, line.span, item, t))
         elif kind in _STATE:
             line.put(t, "state", name=kind, payload=payload)
         elif kind == "sandbox":
@@ -246,7 +266,7 @@ def add_events(
 
 def _model(
     steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str],
-    pool: list[Any] | None, seen: Counter[tuple[str, str]], i: int, payload: str,
+    pool: list[Any] | None, seen: Counter[tuple[str, str]], at: int | str, payload: str,
 ) -> None:
     """Steps of a model event: first the input messages not stepped before (system and user
     prompts, prefilled assistant turns, tool results no tool event gave), then the call: an
@@ -254,13 +274,13 @@ def _model(
     inputs = ev.get("input") or []
     refs = ev.get("input_refs")
     if not inputs and refs:
-        inputs = _expand_refs(steps, refs, pool, i)
+        inputs = _expand_refs(steps, refs, pool, at)
     if not isinstance(inputs, list):
-        raise steps.error(f"events[{i}].input is not a list of messages")
+        raise steps.error(f"{_where(at)}.input is not a list of messages")
     here: Counter[tuple[str, str]] = Counter()
     for msg in inputs:
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise steps.error(f"events[{i}].input holds something that is not an Inspect chat message")
+            raise steps.error(f"{_where(at)}.input holds something that is not an Inspect chat message")
         key = _message_key(msg)
         here[key] += 1
         if here[key] <= seen[key]:
@@ -280,7 +300,7 @@ def _model(
     usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
     cost = usage.get("total_cost")
     cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
-    tin, tout = _tokens(usage, steps, f"events[{i}]")
+    tin, tout = _tokens(usage, steps, _where(at))
     if ev.get("error"):
         line.put(t, "error", name=_str(ev.get("model")), content=_str(ev["error"]), is_error=True,
                  input_tokens=tin, output_tokens=tout, cost_usd=cost, payload=payload)
@@ -300,26 +320,72 @@ def _message_key(msg: dict[str, Any]) -> tuple[str, str]:
     return (msg["role"], json_text({k: v for k, v in msg.items() if k not in ("source", "model")}))
 
 
-def _expand_refs(steps: StepBuffer, refs: Any, pool: list[Any] | None, i: int) -> list[Any]:
+def _expand_refs(steps: StepBuffer, refs: Any, pool: list[Any] | None, at: int | str) -> list[Any]:
     """Inspect's `input_refs`: [start, end) ranges into the sample's message pool."""
     if pool is None:
-        raise steps.error(f"events[{i}] refers to a message pool (input_refs) the sample does not have")
+        raise steps.error(f"{_where(at)} refers to a message pool (input_refs) the sample does not have")
     out: list[Any] = []
     for pair in refs if isinstance(refs, list) else [None]:
         if (not isinstance(pair, list) or len(pair) != 2 or any(type(x) is not int for x in pair)
                 or not 0 <= pair[0] <= pair[1] <= len(pool)):
-            raise steps.error(f"events[{i}].input_refs holds {pair!r}, not a [start, end) range into the "
+            raise steps.error(f"{_where(at)}.input_refs holds {pair!r}, not a [start, end) range into the "
                               f"{len(pool)}-message pool")
         out.extend(pool[pair[0] : pair[1]])
     return out
 
 
-def _time(steps: StepBuffer, stamp: Any, i: int) -> int | None:
-    """parse_timestamp of event i's timestamp (its error names the event; the record is built only then)."""
+class _SubtaskEnd:
+    """Where an older subtask's own events end in the spliced event list (`_splice`)."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        self.event = event
+
+
+def _holds_events(ev: Any) -> bool:
+    """Whether `ev` is a `subtask` event of an older log holding its own `events` (deprecated in Inspect:
+    newer logs record them in the main transcript, inside the subtask's span)."""
+    return type(ev) is dict and ev.get("event") == "subtask" and type(ev.get("events")) is list and bool(ev["events"])
+
+
+def _splice(events: list[Any], texts: list[Any] | None) -> tuple[list[Any], list[Any], list[str]]:
+    """`events` with each older subtask's own events after it (recursively) and a `_SubtaskEnd`
+    after those; their payload texts (a spliced event has none: it is encoded by itself) and
+    their places (`events[3].events[0]`). A loop, not recursion: subtasks may nest deeply."""
+    out: list[Any] = []
+    out_texts: list[Any] = []
+    labels: list[str] = []
+    stack: list[tuple[list[Any], int, str, _SubtaskEnd | None]] = [(events, 0, "events", None)]
+    while stack:
+        items, i, prefix, end = stack.pop()
+        if i == len(items):
+            if end is not None:
+                out.append(end)
+                out_texts.append(None)
+                labels.append(f"{prefix.removesuffix('.events')} (its end)")
+            continue
+        stack.append((items, i + 1, prefix, end))
+        ev = items[i]
+        out.append(ev)
+        out_texts.append(texts[i] if texts is not None and len(stack) == 1 else None)
+        labels.append(f"{prefix}[{i}]")
+        if _holds_events(ev):
+            stack.append((ev["events"], 0, f"{prefix}[{i}].events", _SubtaskEnd(ev)))
+    return out, out_texts, labels
+
+
+def _where(at: int | str) -> str:
+    """An event's place for an error: `events[i]`, or the label `_splice` gave it."""
+    return f"events[{at}]" if type(at) is int else str(at)
+
+
+def _time(steps: StepBuffer, stamp: Any, at: int | str) -> int | None:
+    """parse_timestamp of an event's timestamp (its error names the event; the record is built only then)."""
     try:
         return parse_timestamp(stamp, file=steps.file, record=None)
     except SourceFormatError:
-        return parse_timestamp(stamp, file=steps.file, record=f"{steps.record}, events[{i}]")
+        return parse_timestamp(stamp, file=steps.file, record=f"{steps.record}, {_where(at)}")
 
 
 def _str(value: Any) -> str | None:
@@ -335,11 +401,11 @@ def _annotation_text(ev: dict[str, Any], attachments: dict[str, str]) -> str | N
 
 
 def _tool(
-    steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str], i: int
+    steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str], at: int | str
 ) -> None:
     call_id = ev.get("id")
     if not isinstance(call_id, str):
-        raise steps.error(f"events[{i}] is a tool event without a string id")
+        raise steps.error(f"{_where(at)} is a tool event without a string id")
     arguments = ev.get("arguments")
     payload = {k: v for k, v in ev.items() if k != "result"}
     line.put(t, "tool_call", name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
@@ -347,9 +413,9 @@ def _tool(
     if ev.get("pending"):
         return  # the tool had not returned when the log was written: no result to record
     done = ev.get("completed")
-    done = None if done is None else _time(steps, done, i)
+    done = None if done is None else _time(steps, done, at)
     if done is not None and t is not None and done < t:
-        raise steps.error(f"events[{i}]: the tool completed before it started")
+        raise steps.error(f"{_where(at)}: the tool completed before it started")
     error = ev.get("error")
     result = ev.get("result")
     payload = {"result": result} if isinstance(result, list) else {}

@@ -10,7 +10,7 @@ agents (inspect_ai/event/_timeline.py), plus subtasks:
 |---|---|
 | `agent` inside a tool call (an `as_tool()` agent; a `handoff()`, which Inspect runs in a `handoff` and a `tool` span), another agent or a subtask | a sub-agent's: `parent_seq` = that span's `span_begin`, `depth` = its depth + 1, `agent` = the span name |
 | `agent` outside all of those (the task's own agent, e.g. `react()` as the solver) | the top level's (`depth` unchanged), `agent` = the span name |
-| `subtask` (an `@subtask` function; Inspect writes a `subtask` event inside it) | a sub-agent's, as for `agent` (`agent` = the subtask name) |
+| `subtask` (an `@subtask` function; Inspect writes a `subtask` event inside it; an older log's `subtask` event with its own `events` is opened as one, `Spans.open`) | a sub-agent's, as for `agent` (`agent` = the subtask name) |
 | `tool` with a model call inside it and no `agent` or `subtask` span (a tool that runs a model itself) | a sub-agent's (`agent` = the tool name) |
 | any other (`init`, `solvers`, `solver`, `handoff`, `scorers`, `scorer`, other tools, …) | the enclosing span's |
 
@@ -33,10 +33,10 @@ _LAUNCHERS = frozenset(("agent", "subtask", "tool", "handoff"))  # an agent span
 class Span:
     """One span of a sample: its kind, name, parent span and the timeline item of its `span_begin`."""
 
-    __slots__ = ("closed", "has_agent", "has_model", "item", "kind", "name", "parent", "resolved")
+    __slots__ = ("closed", "has_agent", "has_model", "item", "kind", "name", "parent", "resolved", "t")
 
-    def __init__(self, kind: Any, name: str | None, parent: Span | None, item: int) -> None:
-        self.kind, self.name, self.parent, self.item = kind, name, parent, item
+    def __init__(self, kind: Any, name: str | None, parent: Span | None, item: int, t: int | None = None) -> None:
+        self.kind, self.name, self.parent, self.item, self.t = kind, name, parent, item, t
         self.has_model = self.has_agent = False  # a model event / an agent or subtask span below it
         self.closed = False  # its span_end was read
         self.resolved: tuple[int | None, int, str | None, bool] | None = None
@@ -79,20 +79,28 @@ class Spans:
 
     def begin(self, ev: dict[str, Any], parent: Span | None, item: int, name: str | None) -> None:
         """A `span_begin` event, whose step is timeline item `item` (put under `parent`)."""
-        span = Span(ev.get("type"), name, parent, item)
-        if span.kind in _AGENTS:
+        self._spans[str(ev.get("id"))] = self.open(ev.get("type"), name, parent, item)
+
+    def open(self, kind: Any, name: str | None, parent: Span | None, item: int, t: int | None = None) -> Span:
+        """A span that begins here (its `span_begin` step is timeline item `item`, at time `t`): events
+        without ids are in it until it is closed. An older log's subtask is opened so, by its event."""
+        span = Span(kind, name, parent, item, t)
+        if kind in _AGENTS:
             _mark(parent, "has_agent")
-        self._spans[str(ev.get("id"))] = span
         self._open.append(span)
+        return span
 
     def end(self, ev: dict[str, Any]) -> None:
-        """A `span_end`: its span is no longer where later events without ids happen. Marked closed
-        and popped once no open span is above it, so ending spans in any order costs constant time
-        per span (a search of the open list per end was quadratic on a hostile log of nested spans
-        ended oldest first); the innermost open span (`_here`) is the same as after removing it."""
+        """A `span_end` (see `close`)."""
         span = self._spans.get(str(ev.get("id")))
-        if span is None:
-            return
+        if span is not None:
+            self.close(span)
+
+    def close(self, span: Span) -> None:
+        """`span` is no longer where later events without ids happen. Marked closed and popped
+        once no open span is above it, so ending spans in any order costs constant time per span
+        (a search of the open list per end was quadratic on a hostile log of nested spans ended
+        oldest first); the innermost open span (`_here`) is the same as after removing it."""
         span.closed = True
         while self._open and self._open[-1].closed:
             self._open.pop()

@@ -10,7 +10,9 @@ reducers and `pass_at_<k>`. Everything is deterministic in the sample id and epo
 `run_nested(tmp, fmt)` runs an agent that launches sub-agents every way Inspect has: a
 `handoff()`, an `as_tool()` agent that itself calls an `as_tool()` agent (depth 2), a tool
 that runs an `@subtask`, and a tool that calls a model itself; once with `generate()` as
-the solver and once with `react()` (an agent span around the whole run).
+the solver and once with `react()` (an agent span around the whole run). `old_subtasks`
+rewrites such a log as older Inspect versions wrote subtasks (their events in the `subtask`
+event's own `events` list).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from inspect_ai.solver import Generate, TaskState, generate, solver, use_tools
 from inspect_ai.tool import tool
 from inspect_ai.util import subtask
 
-__all__ = ["make_log", "rescore", "run", "run_nested"]
+__all__ = ["make_log", "old_subtasks", "rescore", "run", "run_nested"]
 
 
 class _Sim(ModelAPI):
@@ -269,4 +271,42 @@ def run_nested(tmp: Path, fmt: str = "eval") -> dict[str, Path]:
         (log,) = eval(t, model="rcnest/model", log_dir=str(tmp / label), log_format=fmt, display="none")
         assert log.status == "success", log.error
         out[label] = Path(log.location)
+    return out
+
+
+def old_subtasks(path: Path, out: Path) -> Path:
+    """The log at `path` as Inspect wrote subtasks before it recorded their events in the main
+    transcript: each subtask span (its span_begin and span_end, the `subtask` event and the
+    events inside) becomes the `subtask` event alone, where the span began, holding the span's
+    other events in its own `events` list (those directly in the span without a span_id).
+    Written by Inspect's own write_eval_log (the format from `out`'s suffix)."""
+    log = read_eval_log(str(path))
+    for sample in log.samples or []:
+        events = list(sample.events)
+        begins = {e.id: e for e in events if e.event == "span_begin"}
+
+        def owner(e: Any) -> str | None:
+            if e.event == "span_begin":
+                return e.parent_id
+            return begins[e.id].parent_id if e.event == "span_end" else e.span_id
+
+        def inside(e: Any, span_id: str) -> bool:
+            own = owner(e)
+            while own is not None and own != span_id:
+                own = begins[own].parent_id
+            return own == span_id
+
+        for span in [b for b in begins.values() if b.type == "subtask"]:
+            members = [e for e in events if inside(e, span.id)]
+            (sub,) = [e for e in members if e.event == "subtask"]
+            nested = [e.model_copy(update={"span_id": None}) if e.span_id == span.id else e
+                      for e in members if e is not sub]
+            gone = {id(e) for e in members} | {id(e) for e in events
+                                                if e.event in ("span_begin", "span_end") and e.id == span.id}
+            at = next(i for i, e in enumerate(events) if e is span)
+            old = sub.model_copy(update={"events": nested, "span_id": span.parent_id})
+            events = [e for e in events[:at] if id(e) not in gone] + [old] + [
+                e for e in events[at:] if id(e) not in gone]
+        sample.events = events
+    write_eval_log(log, str(out))
     return out

@@ -1,4 +1,5 @@
-"""Inspect sub-agents (handoff, as_tool, subtask, a tool that calls a model) nest their steps.
+"""Inspect sub-agents (handoff, as_tool, subtask, a tool that calls a model) nest their steps;
+so do the events an older log's `subtask` event holds itself.
 
 The logs are written by inspect-ai's own eval() (tests/importers/inspect_runs.py:run_nested);
 each step's depth, agent and launching span are compared with a plain-Python walk over the
@@ -8,6 +9,7 @@ own agent timeline (`inspect_ai.event.timeline_build`)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from inspect_ai.log import read_eval_log  # noqa: E402
 import rollout_cards as rc  # noqa: E402
 from tests.conftest import external  # noqa: E402
 from tests.importers.conftest import assert_valid, run_import  # noqa: E402
-from tests.importers.inspect_runs import run_nested  # noqa: E402
+from tests.importers.inspect_runs import old_subtasks, run_nested  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["eval", "json"])
@@ -223,3 +225,89 @@ def test_real_logs_have_no_sub_agents_and_every_step_at_depth_0(tmp_path):
         assert {s["parent_seq"] for s in steps} == {None} and {s["agent"] for s in steps} == {None}, path.name
         assert {s["depth"] for s in steps} <= {0, None}, path.name
         assert {s["depth"] for s in steps if s["kind"] != "error" or s["name"] != "error_retry"} <= {0}, path.name
+
+
+def test_an_older_subtask_events_own_events_nest_under_its_span(logs, tmp_path):
+    """Older Inspect logs kept a subtask's events in the `subtask` event's own `events` list
+    (tests/importers/inspect_runs.py:old_subtasks writes the run so, with Inspect's own
+    write_eval_log). The subtask event becomes the span_begin of a sub-agent and its events
+    the steps inside it: each event's depth and agent are those the plain-Python walk gives for
+    the same event in the log as Inspect writes it now, its parent the subtask event's step; the
+    span ends at the subtask's completion; the card validates."""
+    fmt, paths = logs
+    for label, path in paths.items():
+        old = old_subtasks(path, tmp_path / f"old-{label}.{fmt}")
+        result, card = run_import("inspect", [old], tmp_path / label)
+        assert_valid(result.path)
+        steps = card.steps().to_pylist()
+        new = {e.get("uuid"): e for events in _events(path) for e in events}
+        refs = {}
+        for events in _events(path):
+            refs.update(_reference(events))
+        subtask_events = {}  # uuid of the subtask event -> uuid of its span's span_begin (today's log)
+        for events in _events(old):
+            for e in events:
+                if e["event"] == "subtask":
+                    [begin] = [b for b in new.values() if b["event"] == "span_begin" and b.get("type") == "subtask"
+                               and b.get("name") == e["name"] and b["timestamp"] <= e["timestamp"]
+                               and b.get("id") == new[e["uuid"]]["span_id"]]
+                    subtask_events[e["uuid"]] = begin["uuid"]
+                    assert e["events"], "the derived log holds the subtask's events in the event"
+        assert len(subtask_events) == 2  # one per sample
+        launched = {v: k for k, v in subtask_events.items()}
+        by_seq = {(s["episode_id"], s["seq"]): s for s in steps}
+        nested = 0
+        for s in steps:
+            uuid = _uuid(s)
+            if uuid is None:
+                continue
+            depth, parent, agent = refs[subtask_events.get(uuid, uuid)]  # the subtask event stands for its span
+            parent = launched.get(parent, parent)
+            assert (s["depth"], s["agent"]) == (depth, agent), (label, s["seq"], s["kind"], s["name"])
+            assert (None if s["parent_seq"] is None else _uuid(by_seq[(s["episode_id"], s["parent_seq"])])) == parent
+            if parent in subtask_events:
+                nested += 1
+                assert (s["depth"], s["agent"]) == (1, "fetch_value")
+            if uuid in subtask_events:
+                assert (s["kind"], s["name"]) == ("span_begin", "fetch_value")
+                assert "events" not in json.loads(s["payload"])  # they are steps of their own
+        assert nested == 2  # the subtask's model call, in each sample
+        for uuid in subtask_events:  # the span ends when the subtask completed, at the subtask's own level
+            [begin] = [s for s in steps if _uuid(s) == uuid]
+            ends = [s for s in steps if s["episode_id"] == begin["episode_id"] and s["kind"] == "span_end"
+                    and s["name"] == "fetch_value"]
+            assert len(ends) == 1 and ends[0]["seq"] > begin["seq"]
+            assert (ends[0]["depth"], ends[0]["agent"], ends[0]["parent_seq"]) == (
+                begin["depth"], begin["agent"], begin["parent_seq"])
+            completed = json.loads(begin["payload"])["completed"]
+            assert ends[0]["t"] == datetime.fromisoformat(completed)
+        # the steps of the log written today, less one per subtask (its span_begin, span_end and annotation: 2)
+        today, _ = run_import("inspect", [path], tmp_path / f"today-{label}")
+        assert result.steps == today.steps - len(subtask_events)
+
+
+def test_an_error_in_an_older_subtasks_own_events_names_its_place(tmp_path):
+    """A bad timestamp inside an older subtask's events: the error names events[i].events[j]."""
+    from rollout_cards.errors import SourceFormatError
+    from rollout_cards.importers import import_source
+
+    log = {"version": 2, "status": "success", "eval": {"task": "t", "model": "m", "task_id": "x"},
+           "samples": [{"id": 1, "epoch": 1, "input": "q", "target": "a", "events": [
+               {"event": "info", "timestamp": "2024-05-01T10:00:00+00:00", "data": "start"},
+               {"event": "subtask", "name": "look", "input": {}, "timestamp": "2024-05-01T10:00:01+00:00",
+                "completed": "2024-05-01T10:00:03+00:00", "events": [
+                    {"event": "info", "timestamp": "2024-05-01T10:00:02+00:00", "data": "inside"},
+                    {"event": "info", "timestamp": "not a time", "data": "bad"}]}]}]}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(log))
+    with pytest.raises(SourceFormatError) as info:
+        import_source("inspect", [path], tmp_path / "c")
+    assert "events[1].events[1]" in str(info.value) and "not a time" in str(info.value)
+    log["samples"][0]["events"][1]["events"][1]["timestamp"] = "2024-05-01T10:00:02.5+00:00"
+    path.write_text(json.dumps(log))
+    result = import_source("inspect", [path], tmp_path / "c")
+    steps = rc.open(result.path).steps().to_pylist()
+    assert [(s["kind"], s["name"], s["depth"], s["agent"], s["parent_seq"]) for s in steps] == [
+        ("annotation", "info", 0, None, None), ("span_begin", "look", 0, None, None),
+        ("annotation", "info", 1, "look", 1), ("annotation", "info", 1, "look", 1),
+        ("span_end", "look", 0, None, None)]
