@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 from tests.conftest import REPO
 from tests.validate.conftest import bad_cards
@@ -19,9 +18,9 @@ def _peak_mb():
         return next(int(l.split()[1]) for l in fh if l.startswith("VmHWM:")) / 1024
 import json, resource, sys, time
 import rollout_cards as rc
-t = time.perf_counter()
+t = time.process_time()  # CPU, not wall: the bound must not depend on the machine's other load
 report = rc.validate(sys.argv[1], max_findings=5)
-print(json.dumps({"seconds": time.perf_counter() - t, "rss_mb": _peak_mb(),
+print(json.dumps({"cpu_seconds": time.process_time() - t, "rss_mb": _peak_mb(),
                   "valid": report.valid, "omitted": report.omitted, "listed": [f.code for f in report.findings]}))
 """
 
@@ -46,7 +45,7 @@ def test_a_huge_plan_is_counted_not_built(synthetic_copy):
     grid = 36 * 2 * 270_000
     assert result["listed"].count("plan-episode-missing") == 5
     assert result["omitted"]["plan-episode-missing"] == grid - 216 - 5
-    assert result["seconds"] < 20 and result["rss_mb"] < 1000, result
+    assert result["cpu_seconds"] < 20 and result["rss_mb"] < 1000, result
 
 
 def test_selectors_are_evaluated_over_missing_keys_in_chunks(synthetic_copy):
@@ -54,10 +53,9 @@ def test_selectors_are_evaluated_over_missing_keys_in_chunks(synthetic_copy):
             "declaration": "author_declared", "loss_class": "budget",
             "selector": "trial >= 3"}
     _plan(synthetic_copy, 27_000, [drop])
-    t = time.perf_counter()
     result = _validate_in_child(synthetic_copy)
     assert result["valid"], result
-    assert time.perf_counter() - t < 60
+    assert result["cpu_seconds"] < 60, result
     narrow = {**drop, "selector": "trial >= 4"}  # leaves trial 3 of every (task, agent) uncovered
     bad_cards.edit_manifest(synthetic_copy, lambda d: d["drops"].__setitem__(-1, narrow))
     result = _validate_in_child(synthetic_copy)
