@@ -106,7 +106,18 @@ class SafeZip:
             if total > lim.max_total_bytes:
                 raise self._fail(f"members declare more than {lim.max_total_bytes} bytes in total")
             members[name] = info
+        self._refuse_overlaps(infos)
         return members
+
+    def _refuse_overlaps(self, infos: list[zipfile.ZipInfo]) -> None:
+        """Members must not share bytes: directory entries pointing into one another's data
+        (a 'quoted-overlap' bomb) make one stored blob decode once per entry."""
+        ordered = sorted(infos, key=lambda i: i.header_offset)
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            # a's local header is at least 30 bytes, then its data; b must start after both
+            if b.header_offset < a.header_offset + _LOCAL.size + a.compress_size:
+                raise self._fail(f"member overlaps the data of member {a.filename[:120]!r} (directory entries "
+                                 "pointing into one another's bytes: a crafted archive)", b.filename)
 
     def names(self) -> list[str]:
         """Names of the file members (directories left out), in archive order."""
@@ -156,6 +167,13 @@ class SafeZip:
                 f"{info.compress_type}",
                 name,
             )
+        local_name = self._fh.read(fields[9])
+        encoding = "utf-8" if fields[2] & 0x800 else "cp437"
+        if local_name.decode(encoding, errors="replace") != info.orig_filename:
+            # two readers (this one by the directory, zipfile/Inspect by the local header) would
+            # disagree about what the member is
+            raise self._fail(f"member's local header names it {local_name[:120]!r}, its directory entry "
+                             f"{info.orig_filename[:120]!r}", name)
         start = info.header_offset + _LOCAL.size + fields[9] + fields[10]
         return MemberStream(self, info, start, budget, what)
 

@@ -154,3 +154,53 @@ def test_corrupt_data_fails_the_crc(tmp_path):
     path.write_bytes(bytes(raw))
     with SafeZip(path, "crc.zip") as archive, pytest.raises(SourceFormatError, match="CRC-32"):
         archive.read("m")
+
+
+def _with_copies_of(raw: bytes, name: bytes, copies: list[bytes]) -> bytes:
+    """`raw` (a zip) with extra central-directory entries, one per name in `copies`, each a copy
+    of `name`'s entry: pointing at the same local header and data."""
+    eocd = raw.rindex(b"PK\x05\x06")
+    count, size, offset = struct.unpack_from("<HII", raw, eocd + 10)
+    cd = raw[offset:offset + size]
+    entries, pos = [], 0
+    while pos < len(cd):
+        nlen, elen, clen = struct.unpack_from("<HHH", cd, pos + 28)
+        entries.append(cd[pos:pos + 46 + nlen + elen + clen])
+        pos += 46 + nlen + elen + clen
+    (source,) = [e for e in entries if e[46:46 + len(name)] == name and len(e) == 46 + len(name)]
+    extra = [bytes(bytearray(source[:28]) + struct.pack("<H", len(n)) + source[30:46] + n) for n in copies]
+    new_cd = b"".join(entries + extra)
+    tail = bytearray(raw[eocd:])
+    struct.pack_into("<HHII", tail, 8, count + len(copies), count + len(copies), len(new_cd), offset)
+    return raw[:offset] + new_cd + bytes(tail)
+
+
+def test_directory_entries_overlapping_one_anothers_data_are_refused(tmp_path):
+    """A 'quoted-overlap' bomb: 2,000 directory entries pointing at one stored sample made it
+    decode 2,000 times (with --keep-going the import succeeded, each copy a dropped duplicate)."""
+    buf = io.BytesIO()
+    _zip(buf, {"header.json": b"{}", "samples/1_epoch_1.json": b"[" + b"1," * 5000 + b"1]"})
+    raw = _with_copies_of(buf.getvalue(), b"samples/1_epoch_1.json",
+                          [f"samples/{i}_epoch_1.json".encode() for i in range(2, 2002)])
+    path = tmp_path / "overlap.eval"
+    path.write_bytes(raw)
+    with zipfile.ZipFile(path) as plain:  # zipfile itself lists them as 2,002 members
+        assert len(plain.infolist()) == 2002
+    with pytest.raises(SourceFormatError, match=r"overlap\.eval, record samples/2_epoch_1\.json: .*member overlaps "
+                                                r"the data of member 'samples/1_epoch_1\.json'"):
+        SafeZip(path, "overlap.eval")
+
+
+def test_a_local_header_naming_another_member_than_the_directory_is_refused(tmp_path):
+    buf = io.BytesIO()
+    _zip(buf, {"header.json": b"{}", "samples/1_epoch_1.json": b"[1]"})
+    raw = bytearray(buf.getvalue())
+    cd = raw.index(b"PK\x01\x02", raw.index(b"PK\x01\x02") + 4)  # the second directory entry
+    raw[cd + 46:cd + 46 + len(b"samples/1_epoch_1.json")] = b"samples/9_epoch_1.json"
+    path = tmp_path / "renamed.eval"
+    path.write_bytes(bytes(raw))
+    with SafeZip(path, "renamed.eval") as archive:
+        assert archive.names() == ["header.json", "samples/9_epoch_1.json"]
+        with pytest.raises(SourceFormatError, match="local header names it b'samples/1_epoch_1.json', its "
+                                                    "directory entry 'samples/9_epoch_1.json'"):
+            archive.read("samples/9_epoch_1.json")
