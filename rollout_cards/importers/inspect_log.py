@@ -49,7 +49,9 @@ MAX_SAMPLE_CHARS = 1024**3
 #: Decoded-size budgets of `.eval` members: the header (or journal start) and one sample.
 MAX_HEADER_BYTES = 64 * 1024**2
 MAX_SAMPLE_BYTES = 512 * 1024**2
-_SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
+# At most 18 ASCII digits: int() of a longer run is a ValueError (Python's 4,300-digit limit)
+# or a sort key beyond int64; such a member is not a sample and is declared like any other.
+_SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_([0-9]{1,18})\.json$")
 _KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 
 Samples = Iterator[tuple[str, Callable[[], tuple[Any, list[str] | None]]]]
@@ -158,7 +160,8 @@ def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> Insp
 def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
     m = _SAMPLE_NAME.match(name)
     sid = m.group(1)  # type: ignore[union-attr]
-    return int(m.group(2)), ((0, int(sid)) if sid.isdigit() else (1, sid))  # type: ignore[union-attr]
+    numeric = sid.isascii() and sid.isdigit() and len(sid) <= 18  # '²'.isdigit(), yet int('²') fails
+    return int(m.group(2)), ((0, int(sid)) if numeric else (1, sid))  # type: ignore[union-attr]
 
 
 def _member_json(archive: SafeZip, file: str, member: str) -> tuple[Any, list[str] | None]:

@@ -227,3 +227,15 @@ def test_nested_spans_ended_oldest_first_cost_linear_work(tmp_path, monkeypatch)
     assert depth["span_begin"] == [max(i - 1, 0) for i in range(n)]  # a span's own steps are its parent's
     assert depth["message"] == list(range(0, n, 97))
     assert sorted(depth["span_end"]) == sorted(max(i - 1, 0) for i in range(n))
+
+
+@pytest.mark.parametrize("name", [f"samples/1_epoch_{'9' * 5000}.json", f"samples/{'7' * 5000}_epoch_1.json",
+                                  "samples/\u00b2_epoch_1.json"])
+def test_a_sample_name_with_a_huge_or_odd_number_is_never_an_internal_error(tmp_path, name):
+    path = tmp_path / "digits.eval"
+    _eval(path)
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr(name, _sample())
+    result = _import(tmp_path, path)
+    assert result.exit_code in (0, 1), result.output
+    assert "internal error" not in result.output and "Traceback" not in result.output
