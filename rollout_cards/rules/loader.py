@@ -152,18 +152,20 @@ def _line_of(path: _Path, lines: dict[_Path, int]) -> int | None:
     return lines.get(())
 
 
-def parse_rule(text: str, *, file: str | None = None) -> Rule:
+def parse_rule(text: str, *, file: str | None = None, parsed: tuple[Any, dict[_Path, int]] | None = None) -> Rule:
     """Validate the YAML `text` of a rule file into a `Rule`; `file` names it in errors.
 
     Every expression is parsed too, so a malformed one fails here, with its key and
     line; names are checked against the card's columns when the rule is applied.
+    `parsed` is `load_strict_yaml(text)` when the caller already has it (the validator),
+    so the text is not parsed twice.
     """
     if len(text.encode("utf-8", errors="surrogatepass")) > MAX_RULE_BYTES:
         raise RuleError(
             f"rule file is larger than {MAX_RULE_BYTES // 1024} KiB; a rule is a short document",
             file=file,
         )
-    data, lines = _read_yaml(text, file)
+    data, lines = parsed if parsed is not None else _read_yaml(text, file)
     if not isinstance(data, dict):
         found = "an empty file" if data is None else type(data).__name__
         raise RuleError(

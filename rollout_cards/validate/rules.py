@@ -35,9 +35,13 @@ MAX_RULE_BYTES = 1024 * 1024
 
 def load_rule_yaml(text: str) -> Any:
     """Parse rule-file text with the strict loader (no aliases, no duplicate keys); raises yaml.YAMLError."""
+    return _load_with_lines(text)[0]
+
+
+def _load_with_lines(text: str) -> tuple[Any, dict]:
     from ..yamldoc import load_strict_yaml  # PyYAML is imported only for a card with rules
 
-    return load_strict_yaml(text)[0]
+    return load_strict_yaml(text)
 
 
 def _yaml_problem(exc: Exception) -> str:
@@ -85,7 +89,7 @@ def check_rule_files(ctx: CheckContext) -> None:
         import yaml  # here, not at the top: PyYAML costs ~0.08 s, and only a card with rules needs it
 
         try:
-            doc = load_rule_yaml(text)
+            doc, lines = _load_with_lines(text)
         except (yaml.YAMLError, RecursionError, ValueError) as exc:
             f.add("rule-yaml-invalid", f"is not valid YAML: {_yaml_problem(exc)}", file=ref.path)
             continue
@@ -100,7 +104,7 @@ def check_rule_files(ctx: CheckContext) -> None:
         try:
             from ..rules.loader import parse_rule  # the engine loads only for a card with rules
 
-            compiled[ref.id] = (parse_rule(text, file=ref.path), ref.path)
+            compiled[ref.id] = (parse_rule(text, file=ref.path, parsed=(doc, lines)), ref.path)
         except RuleError as exc:
             f.add("rule-invalid", _rule_problem(exc), file=ref.path)
     ctx.facts["rules"] = parsed
