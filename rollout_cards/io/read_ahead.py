@@ -52,16 +52,15 @@ def read_ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     def produce() -> None:
         source = iter(items)
         try:
-            for item in source:
-                if not offer(item):
-                    close = getattr(source, "close", None)
-                    if close is not None:  # the caller stopped: release the source here
-                        close()
-                    return
+            while not stop.is_set():  # (looked at before each item: a stopped caller costs no decode)
+                item = next(source, _END)
+                if not offer(item) or item is _END:
+                    break
+            close = getattr(source, "close", None)
+            if close is not None and stop.is_set():  # the caller stopped: release the source here
+                close()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
             offer(_Raised(exc))
-            return
-        offer(_END)
 
     thread = threading.Thread(target=produce, name="rollout-cards-read-ahead", daemon=True)
     thread.start()
@@ -75,4 +74,9 @@ def read_ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
             yield item  # type: ignore[misc]
     finally:
         stop.set()
+        while True:  # make room, so that a thread waiting to put sees the stop at once
+            try:
+                slots.get_nowait()
+            except queue.Empty:
+                break
         thread.join()
