@@ -66,14 +66,19 @@ def check_batch(batch: pa.RecordBatch) -> None:
 
     Checked: the batch's structure, every other column in full, each dictionary in full, and
     that the index of every non-null row is inside its dictionary (what pyarrow's full check
-    of a dictionary array adds). Raises pa.ArrowInvalid like `validate(full=True)`."""
+    of a dictionary array adds). Raises pa.ArrowInvalid like `validate(full=True)`, its message
+    naming the column (and the row, for an index out of bounds)."""
     batch.validate()
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        if not pa.types.is_dictionary(column.type):
-            column.validate(full=True)
+        encoded = pa.types.is_dictionary(column.type)
+        try:
+            (column.dictionary if encoded else column).validate(full=True)
+        except pa.ArrowInvalid as exc:  # name the column (pyarrow's message of one array does not)
+            what = "its dictionary: " if encoded else ""
+            raise pa.ArrowInvalid(f"column {name!r}: {what}{str(exc).splitlines()[0]}") from None
+        if not encoded:
             continue
         dictionary = column.dictionary
-        dictionary.validate(full=True)
         indices = column.indices
         if indices.null_count == len(indices):
             continue

@@ -131,3 +131,12 @@ def test_check_batch_names_the_column_and_the_row():
     column = pa.DictionaryArray.from_arrays(pa.array([0, 1, 9], pa.int32()), pa.array(["a", "b"]), safe=False)
     with pytest.raises(pa.ArrowInvalid, match=r"column 'name': dictionary index 9 at row 2 is out of bounds"):
         check_batch(pa.record_batch({"name": column}))
+
+
+def test_check_batch_names_the_column_of_invalid_text():
+    bad = _string_array([b"ok", b"\xff"])
+    with pytest.raises(pa.ArrowInvalid, match=r"column 'content': .*UTF-?8"):
+        check_batch(pa.record_batch({"seq": pa.array([0, 1]), "content": bad}))
+    encoded = pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), bad)
+    with pytest.raises(pa.ArrowInvalid, match=r"column 'name': its dictionary: .*UTF-?8"):
+        check_batch(pa.record_batch({"name": encoded}))

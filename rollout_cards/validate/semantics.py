@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from ..errors import DecodeLimitError
 from ..io.decode import DecodeBudget, variable_width
-from ..numpy_arrow import int64_array
+from ..numpy_arrow import check_batch, int64_array
 from .context import CheckContext, TableState
 from .episode_groups import (
     SCAN_COLUMNS,
@@ -64,7 +64,7 @@ def _next_checked(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
     dictionary indices or offsets that pyarrow does not check on its own."""
     batch = next(batches, None)
     if batch is not None:
-        batch.validate(full=True)
+        check_batch(batch)  # validate(full=True), dictionary indices by NumPy (~10x cheaper)
     return batch
 
 
