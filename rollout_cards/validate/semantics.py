@@ -19,7 +19,6 @@ episodes, each sorted in memory (`SORT_PASS_ROWS` rows per pass); see `episode_s
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +27,7 @@ import pyarrow.parquet as pq
 
 from ..errors import DecodeLimitError
 from ..io.decode import DecodeBudget, variable_width
+from ..io.read_ahead import read_ahead as background
 from ..numpy_arrow import check_batch, int64_array
 from .context import CheckContext, TableState
 from .episode_groups import (
@@ -59,12 +59,10 @@ SORT_PASS_ROWS = 4 << 20
 EPISODE_SCAN = ("episode_id", "task_id", "status", "started_at", "ended_at", "n_steps")
 
 
-def _next_checked(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
-    """The next batch, fully validated: a flipped bit can decode into out-of-range
-    dictionary indices or offsets that pyarrow does not check on its own."""
-    batch = next(batches, None)
-    if batch is not None:
-        check_batch(batch)  # validate(full=True), dictionary indices by NumPy (~10x cheaper)
+def _checked(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch`, fully validated: a flipped bit can decode into out-of-range dictionary
+    indices or offsets that pyarrow does not check on its own."""
+    check_batch(batch)  # validate(full=True), dictionary indices by NumPy (~10x cheaper)
     return batch
 
 
@@ -74,20 +72,14 @@ def unreadable_message(exc: BaseException) -> str:
 
 
 def read_ahead(pf: pq.ParquetFile, columns: list[str], row_groups: range, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The batches of `row_groups`, each fully validated, the next one decoded in a thread (pyarrow
-    releases the GIL) while this one is checked; read errors are raised where the batch is."""
+    """The batches of `row_groups`, each fully validated, the next one decoded and checked on a
+    thread (pyarrow releases the GIL) while the caller works on this one; read errors are raised
+    where the batch is."""
     # One row group at a time: iterating the whole file keeps every pre-buffered column
     # chunk alive until the end, so memory would grow with the file.
     batches = (batch for group in row_groups
                for batch in pf.iter_batches(batch_size=batch_rows, columns=columns, row_groups=[group]))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-read") as reader:
-        ahead = reader.submit(_next_checked, batches)
-        while True:
-            batch = ahead.result()
-            if batch is None:
-                return
-            ahead = reader.submit(_next_checked, batches)
-            yield batch
+    return background(map(_checked, batches), depth=1)
 
 
 def iter_chunks(ctx: CheckContext, state: TableState, columns: list[str], chunk_rows: int | None = None,
