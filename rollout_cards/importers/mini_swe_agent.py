@@ -35,7 +35,7 @@ from .base import ImportRequest
 from .json_stream import read_document, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession
-from .source_dir import children, read_yaml, regular_file
+from .source_dir import children, exit_statuses, regular_file
 from .source_values import integer, number, text
 from .steps import StepBuffer, json_text
 
@@ -191,7 +191,7 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
     yamls = sorted(n for n in files if n.startswith("exit_statuses_") and n.endswith(".yaml"))
     for name in yamls:  # several runs into one dir: the later file (by name = time) wins
         session.add_source(files[name], "mini-swe-agent-exit-statuses", url)
-        statuses.update(_exit_statuses(files[name]))
+        statuses.update(exit_statuses(files[name], max_bytes=_MAX_YAML_BYTES))
     if len(yamls) > 1:
         session.note(f"{root.name}: {len(yamls)} exit_statuses files; an instance listed in several takes the "
                      "status of the latest file")
@@ -234,27 +234,6 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
     for iid, who in planned_here:
         if iid in statuses:
             state.listed_status[(who, statuses[iid])] += 1
-
-
-def _exit_statuses(path: Path) -> dict[str, str]:
-    doc, lines = read_yaml(path, max_bytes=_MAX_YAML_BYTES)
-    by_status = doc.get("instances_by_exit_status") if isinstance(doc, dict) else None
-    if not isinstance(by_status, dict):
-        raise SourceFormatError("has no instances_by_exit_status mapping", file=str(path))
-    out: dict[str, str] = {}
-    for status, ids in by_status.items():
-        if ids is None:
-            continue
-        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-            line = lines.get(("instances_by_exit_status", status))
-            raise SourceFormatError(f"instances_by_exit_status.{status} is not a list of instance ids",
-                                    file=str(path), record=f"line {line}" if line else str(status))
-        for iid in ids:
-            if iid in out and out[iid] != status:
-                raise SourceFormatError(f"lists instance {iid} under both {out[iid]} and {status}",
-                                        file=str(path), record=iid)
-            out[iid] = str(status)
-    return out
 
 
 def _preds(session: ImportSession, path: Path) -> dict[str, dict[str, Any]]:

@@ -18,7 +18,7 @@ from ..errors import SourceFormatError
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from .compression import HEAD_BYTES, compressed_error
 
-__all__ = ["MAX_ENTRIES", "children", "read_yaml", "regular_file"]
+__all__ = ["MAX_ENTRIES", "children", "exit_statuses", "read_yaml", "regular_file"]
 
 #: Entries of one directory looked at, at most.
 MAX_ENTRIES = 1_000_000
@@ -52,6 +52,30 @@ def read_yaml(path: Path, *, max_bytes: int) -> tuple[object, dict[YamlPath, int
     except StrictYamlError as exc:
         error = SourceFormatError(f"is not valid YAML: {exc}", file=str(path))
     raise compressed_error(str(path), data[:HEAD_BYTES]) or error
+
+
+def exit_statuses(path: Path, *, max_bytes: int) -> dict[str, str]:
+    """instance id -> exit status of an `instances_by_exit_status` YAML report (mini-swe-agent's
+    `exit_statuses_<time>.yaml`, SWE-agent's `run_batch_exit_statuses.yaml`); an id listed under two
+    statuses, or a status whose value is not a list of ids, is a SourceFormatError naming the line."""
+    doc, lines = read_yaml(path, max_bytes=max_bytes)
+    by_status = doc.get("instances_by_exit_status") if isinstance(doc, dict) else None
+    if not isinstance(by_status, dict):
+        raise SourceFormatError("has no instances_by_exit_status mapping", file=str(path))
+    out: dict[str, str] = {}
+    for status, ids in by_status.items():
+        if ids is None:
+            continue
+        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+            line = lines.get(("instances_by_exit_status", status))
+            raise SourceFormatError(f"instances_by_exit_status.{status} is not a list of instance ids",
+                                    file=str(path), record=f"line {line}" if line else str(status))
+        for iid in ids:
+            if iid in out and out[iid] != status:
+                raise SourceFormatError(f"lists instance {iid} under both {out[iid]} and {status}",
+                                        file=str(path), record=iid)
+            out[iid] = str(status)
+    return out
 
 
 def children(directory: Path) -> Iterator[tuple[str, Path, bool]]:

@@ -10,15 +10,17 @@ demonstrations marked `is_demo`) and 1.x (`history` with `message_type`, OpenAI
 
 | info.exit_status                                              | status    |
 |---------------------------------------------------------------|-----------|
-| submitted                                                     | completed |
+| submitted; exit_command, exit_forfeit (the agent ended the run itself, also autosubmitted) | completed |
 | exit_cost, exit_context, exit_format (also "submitted (exit_cost)" …: autosubmitted at the limit) | limit |
 | exit_total_execution_time, exit_command_timeout (and autosubmitted) | timeout |
 | skipped                                                       | skipped   |
 | exit_error, exit_api, exit_environment_error, any other value (an exception) | error |
+| null / absent, early_exit (a trajectory saved mid-run: the run stopped before it ended) | error (`incomplete`) |
 
 SWE-agent publishes no score of its own (grading is the SWE-bench harness's), so no
-rule is declared; the predictions give the plan (an instance predicted without a
-trajectory is a declared drop).
+rule is declared; the predictions (`all_preds.jsonl`, `preds.json`, per-instance
+`<instance>.pred`) and `run_batch_exit_statuses.yaml` give the plan (an instance predicted
+or listed without a trajectory is a declared drop).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .base import ImportRequest
 from .json_stream import iter_records, read_document
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
-from .source_dir import children, regular_file
+from .source_dir import children, exit_statuses, regular_file
 from .source_values import integer, number, text
 from .steps import StepBuffer, json_text
 
@@ -41,17 +43,27 @@ __all__ = ["SweAgentImporter", "add_history", "read_trajectory", "run_tokens", "
 
 _MAX_FILE_CHARS = 512 * 1024 * 1024
 _LIMITS = ("exit_cost", "exit_context", "exit_format")
+_AGENT_ENDED = ("submitted", "exit_command", "exit_forfeit")  # the agent stopped the run itself
+_INCOMPLETE = "early_exit"  # 0.x: a run that stopped before it ended (SWE-agent redoes such instances)
+_STATUS_YAML = "run_batch_exit_statuses.yaml"
+_MAX_YAML_BYTES = 256 * 1024 * 1024
 _TIMEOUTS = ("exit_total_execution_time", "exit_command_timeout")
-_AUTOSUBMIT = re.compile(r"^submitted \((\w+)\)$")
+_AUTOSUBMIT = re.compile(r"^(?:submitted|skipped) \((\w+)\)$")
 _PRED_NAMES = ("all_preds.jsonl", "preds.json")
 _SELECTOR_IDS = 50
+_PLAN = "every instance with a trajectory, a prediction or a line in run_batch_exit_statuses.yaml"
 
 
-def terminal_state(exit_status: str) -> str:
-    """The card status of a SWE-agent `info.exit_status` (see the module table)."""
+def terminal_state(exit_status: str | None) -> str:
+    """The card status of a SWE-agent `info.exit_status` (see the module table); None is a trajectory
+    saved mid-run (SWE-agent writes it after every step, the exit status only at the end)."""
+    if exit_status is None or exit_status == _INCOMPLETE:
+        return "error"
+    if exit_status.startswith("skipped"):  # run_batch: "skipped (<the earlier run's exit status>)"
+        return "skipped"
     match = _AUTOSUBMIT.match(exit_status)
     reason = match.group(1) if match else exit_status
-    if reason == "submitted":
+    if reason in _AGENT_ENDED:
         return "completed"
     if reason in _LIMITS:
         return "limit"
@@ -76,22 +88,40 @@ class SweAgentImporter:
         session.set_software("harness", Software(name="SWE-agent", url="https://github.com/SWE-agent/SWE-agent"))
         trajs: list[tuple[Path, str | None]] = []
         preds: dict[str, dict[str, Any]] = {}
+        listed: dict[str, str] = {}
+
+        def read_preds(p: Path, url: str | None) -> None:
+            session.add_source(p, "swe-agent-predictions", url)
+            for iid, pred in _predictions(session, p).items():
+                preds.setdefault(iid, pred)  # the merged file (read first) wins over a per-instance .pred
+
+        def read_statuses(p: Path, url: str | None) -> None:
+            session.add_source(p, "swe-agent-exit-statuses", url)
+            listed.update(exit_statuses(p, max_bytes=_MAX_YAML_BYTES))
+
         for index, path in enumerate(request.sources):
             url = request.url(index)
             if path.is_dir():
-                for name, p, is_dir in children(path):
+                entries = list(children(path))
+                for name, p, is_dir in entries:
                     if name in _PRED_NAMES and not is_dir:
-                        session.add_source(p, "swe-agent-predictions", url)
-                        preds.update(_predictions(session, p))
-                    elif is_dir:
+                        read_preds(p, url)
+                    elif name == _STATUS_YAML and not is_dir:
+                        read_statuses(p, url)
+                for name, p, is_dir in entries:
+                    if is_dir:  # 1.x run_batch: <instance>/<instance>.traj and <instance>.pred
                         nested = p / f"{name}.traj"
                         if nested.exists() or nested.is_symlink():
                             trajs.append((regular_file(nested, what="trajectory"), url))
+                        pred_file = p / f"{name}.pred"
+                        if pred_file.exists() or pred_file.is_symlink():
+                            read_preds(regular_file(pred_file, what="prediction"), url)
                     elif name.endswith(".traj"):
                         trajs.append((p, url))
-            elif path.name in _PRED_NAMES or path.suffix == ".jsonl":
-                session.add_source(path, "swe-agent-predictions", url)
-                preds.update(_predictions(session, path))
+            elif path.name in _PRED_NAMES or path.suffix in (".jsonl", ".pred"):
+                read_preds(path, url)
+            elif path.name.endswith("exit_statuses.yaml"):
+                read_statuses(path, url)
             else:
                 trajs.append((path, url))
         if not trajs:
@@ -108,14 +138,19 @@ class SweAgentImporter:
             planned[(iid, agent)] = None
             seen.add(iid)
             with session.record():
-                untimed += _episode(session, path, iid, agent, pred, counts)
+                untimed += _episode(session, path, iid, agent, pred, counts, listed.get(iid))
         for iid, pred in preds.items():
             if iid not in seen:
                 planned[(iid, request.agent or pred.get("model_name_or_path") or "swe-agent")] = None
+        default_agent = request.agent or (agents[0] if len(agents := sorted({a for _, a in planned})) == 1
+                                          else "swe-agent")
+        for iid in listed:
+            if iid not in seen and iid not in preds:
+                planned[(iid, default_agent)] = None
         for note in counts.notes():
             session.note(note)
         if session.episodes_written:
-            _finish(session, list(planned), seen, untimed)
+            _finish(session, list(planned), seen, untimed, listed)
 
 
 def _predictions(session: ImportSession, path: Path) -> dict[str, dict[str, Any]]:
@@ -144,19 +179,28 @@ def read_trajectory(path: Path) -> Any:
 
 
 def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dict[str, Any] | None,
-             counts: ChatMapping) -> int:
+             counts: ChatMapping, listed: str | None) -> int:
     doc = read_trajectory(path)
     steps = StepBuffer(f"{agent}/{iid}", file=str(path), record=iid)
-    if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict):
-        raise steps.error("is not a SWE-agent trajectory (an object with info)")
+    if not isinstance(doc, dict):
+        raise steps.error("is not a SWE-agent trajectory (a JSON object with info and history)")
+    if "info" not in doc and isinstance(doc.get("attempts"), list):
+        # RetryAgent saves {"attempts": [finished attempts]} after each step and merges the chosen
+        # attempt in only at the end: this run stopped before it ended, its last attempt unsaved
+        doc = {"info": {}, "history": [], **doc}
+        session.note(f"{path.name}: a retry-agent trajectory saved mid-run (attempts only, no chosen attempt); "
+                     "the finished attempts are kept in meta.attempts, the running attempt was never saved")
+    if not isinstance(doc.get("info"), dict):
+        what = ("a demonstration (history only, SWE-agent's trajectories/demonstrations) rather than a run's "
+                "trajectory" if isinstance(doc.get("history"), list) and "info" not in doc else "not a SWE-agent "
+                "trajectory")
+        raise steps.error(f"has no info object (how the run ended, its usage): it is {what}")
     info = doc["info"]
     history = doc.get("history")
     if not isinstance(history, list):
         raise steps.error("history is missing or not a list")
     add_history(steps, history, counts)
-    exit_status = text(steps, info.get("exit_status"), "info.exit_status")
-    if not exit_status:
-        raise steps.error("info.exit_status is missing; it says how the run ended")
+    exit_status = text(steps, info.get("exit_status"), "info.exit_status") or None
     status = terminal_state(exit_status)
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
     t_in, t_out = run_tokens(steps, stats)
@@ -168,9 +212,16 @@ def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dic
         "meta.api_calls": integer(steps, stats.get("api_calls"), "info.model_stats.api_calls"),
         "meta.total_cost": number(steps, stats.get("total_cost"), "info.model_stats.total_cost"),
         "meta.exit_status": exit_status,
+        "meta.listed_exit_status": listed,
         "meta.environment": text(steps, doc.get("environment"), "environment"),
     }
-    if status != "completed":
+    if exit_status is None or exit_status == _INCOMPLETE:
+        row["error_type"] = "incomplete"
+        row["error_message"] = (f"the trajectory has {'exit status ' + exit_status if exit_status else 'no exit status'}"
+                                ": SWE-agent saves it after every step and sets the exit status when the run ends, "
+                                "so this run stopped before it ended" + (f" (run_batch listed it as {listed})"
+                                                                         if listed else ""))
+    elif status != "completed":
         row["error_message"] = f"exit status {exit_status}"
         if status == "error":
             row["error_type"] = exit_status
@@ -236,23 +287,26 @@ def _chat_message(steps: StepBuffer, msg: Any, i: int) -> Any:
     return msg
 
 
-def _finish(session: ImportSession, planned: list[tuple[str, str]], seen: set[str], steps_untimed: int) -> None:
+def _finish(session: ImportSession, planned: list[tuple[str, str]], seen: set[str], steps_untimed: int,
+            listed: dict[str, str]) -> None:
     tasks = sorted({i for i, _ in planned})
     agents = sorted({a for _, a in planned})
     if len(planned) == len(tasks) * len(agents) and not session.malformed:
         session.set_plan({"tasks": tasks, "agents": agents, "trials": 1,
-                          "description": "every instance with a trajectory or a prediction"})
+                          "description": _PLAN})
     else:
         session.set_plan({"expected_episodes": len(planned) + len(session.malformed),
-                          "description": "every instance with a trajectory or a prediction"})
+                          "description": _PLAN})
     missing = [(i, a) for i, a in planned if i not in seen]
     if missing:
         def q(s: str) -> str:
             return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
         session.add_drop(
             target="episodes", action="unobserved", declaration="source_missing", loss_class="missing_trajectory",
-            reason=f"{len(missing)} predicted instance(s) have no .traj file among the sources, so how their run "
-            "ended is unknown: " + ", ".join(i for i, _ in missing[:5]) + (" …" if len(missing) > 5 else ""),
+            reason=f"{len(missing)} predicted or listed instance(s) have no .traj file among the sources, so "
+            "their steps and usage are unknown: " + ", ".join(
+                i + (f" (listed as {listed[i]})" if i in listed else "") for i, _ in missing[:5])
+            + (" …" if len(missing) > 5 else ""),
             selector=" or ".join(f"(agent == {q(a)} and task_id == {q(i)})" for i, a in missing)
             if len(missing) <= _SELECTOR_IDS else None,
             count=len(missing),

@@ -48,7 +48,10 @@ def test_v0_with_all_preds_takes_the_agent_from_the_predictions(tmp_path):
 @pytest.mark.parametrize(("status", "expected"), [
     ("submitted", "completed"), ("exit_cost", "limit"), ("submitted (exit_context)", "limit"),
     ("exit_format", "limit"), ("exit_total_execution_time", "timeout"), ("exit_error", "error"),
-    ("RuntimeError", "error"), ("skipped", "skipped")])
+    ("RuntimeError", "error"), ("skipped", "skipped"),
+    # SWE-agent 1.x agents.py: the agent's own `exit` / `exit_forfeit` end the run (autosubmitted too)
+    ("exit_command", "completed"), ("exit_forfeit", "completed"), ("submitted (exit_forfeit)", "completed"),
+    ("submitted (exit_api)", "error"), ("skipped (submitted)", "skipped"), ("early_exit", "error")])
 def test_exit_statuses_the_real_files_lack(tmp_path, status, expected):
     assert terminal_state(status) == expected
     doc = {"environment": "main", "info": {"exit_status": status, "submission": None,
@@ -77,7 +80,8 @@ def test_a_prediction_without_trajectory_is_a_declared_drop(tmp_path):
 
 @pytest.mark.parametrize(("doc", "needle"), [
     ({"info": {"exit_status": "submitted"}, "history": "x"}, "history"),
-    ({"info": {"submission": ""}, "history": []}, "info.exit_status"),
+    ({"history": [{"role": "system", "content": "s"}]}, "demonstration"),
+    ({"info": [], "history": []}, "info"),
     ({"info": {"exit_status": "submitted", "model_stats": {"tokens_sent": -1}}, "history": []}, "tokens_sent"),
 ])
 def test_bad_trajectories_name_file_and_field(tmp_path, doc, needle):
@@ -102,3 +106,85 @@ def test_a_prediction_id_too_long_for_a_selector_leaves_the_selector_out_and_the
     assert_valid(tmp_path / "card")
     drop = next(d for d in card.manifest.drops if d.target == "episodes")
     assert drop.count == 1 and drop.selector is None and "it is left out" in drop.reason
+
+
+def _traj(exit_status, **info):
+    return {"environment": "main", "info": {"exit_status": exit_status, "submission": None, **info},
+            "history": [{"role": "system", "content": "s", "message_type": "system_prompt"},
+                        {"role": "assistant", "content": "look", "message_type": "action", "action": "ls",
+                         "thought": "look", "tool_calls": [{"id": "c1", "type": "function",
+                                                            "function": {"name": "bash", "arguments": "{}"}}]},
+                        {"role": "tool", "content": "a.py", "message_type": "observation", "tool_call_ids": ["c1"]}],
+            "trajectory": [{"action": "ls", "observation": "a.py", "response": "look", "thought": "look",
+                            "execution_time": 0.5, "state": {}, "query": [{"role": "system", "content": "s"}],
+                            "extra_info": {}}]}
+
+
+@pytest.mark.parametrize("info", [{"exit_status": None}, {}], ids=["null", "absent"])
+def test_a_trajectory_saved_mid_run_is_an_incomplete_error_with_its_steps(tmp_path, info):
+    # SWE-agent 1.x (agents.py `step`) sets info["exit_status"] = step_output.exit_status after
+    # every step and saves the .traj: it is None until the last step, so a run killed or crashed
+    # mid-way leaves a trajectory with a null exit status (run_batch's should_skip redoes those).
+    # This used to be exit 1 ("info.exit_status is missing").
+    doc = _traj(None, swe_agent_version="1.1.0")
+    doc["info"] = {k: v for k, v in doc["info"].items() if k != "exit_status"} | info
+    src = tmp_path / "x__y-1.traj"
+    src.write_text(json.dumps(doc))
+    _, card = run_import("swe-agent", [src], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    row = card.episodes().to_pylist()[0]
+    assert (row["status"], row["error_type"], row["meta.exit_status"]) == ("error", "incomplete", None)
+    assert "stopped before it ended" in row["error_message"]
+    kinds = [s["kind"] for s in card.steps().to_pylist()]
+    assert kinds == ["message", "message", "tool_call", "tool_result"]
+
+
+def test_a_retry_agent_trajectory_maps_the_chosen_attempt_and_keeps_every_attempt(tmp_path):
+    # RetryAgent.get_trajectory_data(choose=True): {"attempts": [...]} | the chosen attempt, with
+    # info.best_attempt_idx and info.rloop_model_stats added; choose=False (saved mid-run): attempts only
+    first, chosen = _traj("exit_cost"), _traj("submitted")
+    final = {"attempts": [first, chosen], **chosen}
+    final["info"] = dict(chosen["info"], best_attempt_idx=1, rloop_model_stats={"instance_cost": 0.5})
+    (tmp_path / "final").mkdir()
+    (tmp_path / "final" / "a.traj").write_text(json.dumps(final))
+    _, card = run_import("swe-agent", [tmp_path / "final" / "a.traj"], tmp_path / "c1")
+    assert_valid(tmp_path / "c1")
+    row = card.episodes().to_pylist()[0]
+    assert row["status"] == "completed" and row["meta.info.best_attempt_idx"] == "1"
+    assert [a["info"]["exit_status"] for a in json.loads(row["meta.attempts"])] == ["exit_cost", "submitted"]
+    (tmp_path / "mid").mkdir()
+    (tmp_path / "mid" / "a.traj").write_text(json.dumps({"attempts": [first]}))
+    result, card = run_import("swe-agent", [tmp_path / "mid" / "a.traj"], tmp_path / "c2")
+    assert_valid(tmp_path / "c2")
+    row = card.episodes().to_pylist()[0]
+    assert (row["status"], row["error_type"], row["n_steps"]) == ("error", "incomplete", 0)
+    assert json.loads(row["meta.attempts"])[0]["info"]["exit_status"] == "exit_cost"
+    assert any("attempts only" in n for n in result.notes)
+
+
+def test_a_run_batch_dir_reads_pred_files_and_the_exit_status_listing(tmp_path):
+    # SWE-agent 1.x run_batch: <out>/<id>/<id>.traj + <id>.pred (save_predictions), preds.json only
+    # once merge_predictions ran, and run_batch_exit_statuses.yaml (_progress.py) listing every
+    # finished instance, "Uncaught <Exception>" for one that crashed before a trajectory was saved.
+    run = tmp_path / "run"
+    for iid, status in (("a", "submitted"), ("b", None)):
+        (run / iid).mkdir(parents=True)
+        doc = _traj(status)
+        doc["info"]["submission"] = f"diff {iid}" if status else None
+        (run / iid / f"{iid}.traj").write_text(json.dumps(doc))
+        (run / iid / f"{iid}.pred").write_text(json.dumps({"model_name_or_path": "run", "instance_id": iid,
+                                                           "model_patch": doc["info"]["submission"]}))
+    (run / "run_batch_exit_statuses.yaml").write_text(
+        "instances_by_exit_status:\n    submitted:\n    - a\n    Uncaught RuntimeError:\n    - b\n    - c\n"
+        "total_cost: 0.5\n")
+    _, card = run_import("swe-agent", [run], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    rows = {r["task_id"]: r for r in card.episodes().to_pylist()}
+    assert set(rows) == {"a", "b"} and rows["a"]["agent"] == "run"
+    assert rows["b"]["meta.listed_exit_status"] == "Uncaught RuntimeError" and rows["b"]["status"] == "error"
+    assert "Uncaught RuntimeError" in rows["b"]["error_message"]
+    assert (tmp_path / "card" / "artifacts" / rows["a"]["meta.patch_artifact"]).read_text() == "diff a"
+    assert sorted(card.manifest.plan.tasks) == ["a", "b", "c"]
+    drop = next(d for d in card.manifest.drops if d.target == "episodes")
+    assert drop.count == 1 and "'c'" in drop.selector and "Uncaught RuntimeError" in drop.reason
+    assert {"a.pred", "run_batch_exit_statuses.yaml"} <= {s.name for s in card.manifest.provenance.sources}
