@@ -3,7 +3,11 @@
 One line (`EvalOutput`: `instance_id`, `instruction`, `instance`, `metadata`, `history`,
 `metrics`, `error`, `test_result`) is one episode `<instance_id>`. Terminal state: no
 `error` → completed; an error saying the agent reached its maximum iteration or budget →
-limit; any other error → error (`error_type` = the text before the first colon). A V1
+limit; the harness's per-instance time limit ("Timeout after N seconds", V1 "Instance did
+not complete within Ns timeout") → timeout; any other error → error (`error_type` = the
+text before the first colon, or the `STATUS$…` code). V1 `attempt` n (iterative runs) is
+trial n-1, episode `<instance_id>/attempt-<n>` for n > 1. The 2024 history of
+[action, observation] pairs is read as its event sequence. A V1
 line without `error` whose history ends on a `ConversationErrorEvent` (the SDK's run
 loop stopped) takes its terminal state from it (`openhands_v1.run_end_state`).
 
@@ -51,8 +55,12 @@ __all__ = ["OpenHandsImporter", "terminal_state"]
 
 _LIMIT = re.compile(r"maximum (iteration|budget)|max(imum)? iterations?|budget .*exceeded|exceeded .*budget", re.I)
 _ROLES = {"user": "user", "agent": "assistant", "environment": "tool"}
+# the harness's own per-instance time limit: V0 evaluation/utils/shared.py (EvalTimeoutException) and the V1
+# benchmarks' evaluation.py ("Instance did not complete within {n}s timeout", inside "Instance failed after ...")
+_TIMEOUT = re.compile(r"^Timeout after \d+ seconds|Instance did not complete within \d+s timeout")
+_STATUS_CODE = re.compile(r"(?:STATUS|CHAT_INTERFACE)\$\w+")  # V0 RuntimeStatus values set as last_error
 _KNOWN = frozenset(("instance_id", "instruction", "instance", "metadata", "history", "metrics", "error",
-                    "test_result"))
+                    "test_result", "attempt"))
 
 
 def terminal_state(error: Any) -> tuple[str, str | None]:
@@ -60,8 +68,12 @@ def terminal_state(error: Any) -> tuple[str, str | None]:
     if error in (None, ""):
         return "completed", None
     text = error if isinstance(error, str) else json_text(error)
+    if _STATUS_CODE.fullmatch(text.strip()):
+        return "error", text.strip()
     kind = text.split(":", 1)[0].strip() if ":" in text else None
     kind = kind if kind and re.fullmatch(r"[A-Za-z_][\w.]*", kind) else None
+    if _TIMEOUT.search(text):
+        return "timeout", kind
     return ("limit" if _LIMIT.search(text) else "error"), kind
 
 
@@ -75,7 +87,8 @@ class OpenHandsImporter:
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every line of every source."""
         request.check_options(self.name, self.options)
-        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0, "ended_on_event": 0}
+        stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0, "ended_on_event": 0,
+                 "pair_lines": 0}
         subs = SubAgentCounts()
         for index, path in enumerate(request.sources):
             session.add_source(path, self.name, request.url(index))
@@ -107,6 +120,10 @@ class OpenHandsImporter:
                                     "a delegation (the delegate call and its observation): the sub-agent's own "
                                     "events are not in output.jsonl", count=stats["empty_delegations"])
         _sub_agent_drops(subs, session)
+        if stats["pair_lines"]:
+            session.note(f"{stats['pair_lines']} line(s) have the 2024 (OpenDevin) history of [action, observation] "
+                         "pairs: read as the action, observation, ... sequence (a placeholder NullObservation "
+                         "'No observation' is kept as an observation step)")
         if stats["ended_on_event"]:
             session.note(f"{stats['ended_on_event']} line(s) have no `error` but their V1 history ends on a "
                          "ConversationErrorEvent (MaxIterationsReached / MaxBudgetReached → limit, any other code → "
@@ -124,7 +141,12 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
     instance = record.get("instance_id")
     if isinstance(instance, bool) or not isinstance(instance, (str, int)) or instance == "":
         raise probe.error(f"instance_id {instance!r} is not an id")
-    steps = StepBuffer(str(instance), file=file, record=f"{label} (instance {instance})")
+    attempt = record.get("attempt", 1)
+    if type(attempt) is not int or not 1 <= attempt < 1 << 31:
+        raise probe.error(f"attempt {attempt!r} is not a positive integer (the V1 harness counts attempts from 1)")
+    # V1 iterative runs write one file per attempt (output.critic_attempt_<n>.jsonl): attempt n is trial n-1
+    episode_id = str(instance) if attempt == 1 else f"{instance}/attempt-{attempt}"
+    steps = StepBuffer(episode_id, file=file, record=f"{label} (instance {instance})")
     metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
     llm = metadata.get("llm_config") or metadata.get("llm") or {}
     model = llm.get("model") if isinstance(llm, dict) else None
@@ -132,8 +154,10 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
     if model:
         session.add_agent({"name": str(agent), "model": str(model)})
     status, error_type = terminal_state(record.get("error"))
-    row: dict[str, Any] = {"episode_id": str(instance), "task_id": str(instance), "agent": str(agent),
-                           "status": status, "trial": 0}
+    row: dict[str, Any] = {"episode_id": episode_id, "task_id": str(instance), "agent": str(agent),
+                           "status": status, "trial": attempt - 1}
+    if "attempt" in record:
+        row["meta.attempt"] = attempt
     if status != "completed":
         error = record["error"]
         row["error_message"] = error if isinstance(error, str) else json_text(error)
@@ -152,10 +176,18 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
             row["meta.agent_class"] = str(metadata["agent_class"])
     _metrics(record.get("metrics"), row, steps, stats)
     _test_result(record.get("test_result"), row, steps, session)
+    patch = record.get("git_patch")  # OpenDevin 2024: the patch beside test_result, not in it
+    if isinstance(patch, str) and patch and "meta.patch_artifact" not in row:
+        row["meta.patch_artifact"] = session.add_artifact(patch.encode("utf-8", "surrogatepass"))
     history = record.get("history")
     if history is not None:
         if not isinstance(history, list):
             raise steps.error(f"history is {type(history).__name__}, expected a list of events")
+        if history and all(isinstance(p, list) and len(p) == 2 for p in history):
+            # OpenDevin 2024 wrote `[(event_to_dict(action), event_to_dict(obs)) for action, obs in
+            # state.history]`: each action with its observation; read as the event sequence they are
+            history = [e for pair in history for e in pair]
+            stats["pair_lines"] += 1
         if history and all(isinstance(e, dict) and "kind" in e for e in history):
             _v1_history(history, steps, path, str(instance), session, subs)
         else:

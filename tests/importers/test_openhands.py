@@ -69,9 +69,64 @@ def test_v1_sdk_events_and_numeric_test_results(tmp_path):
     ("Agent reached maximum budget for conversation.Current budget: 1.02, max budget: 1.00", "limit"),
     ("AgentStuckInLoopError: Agent got stuck in a loop", "error"),
     ("docker: no space left", "error"),
+    # the harness's per-instance time limit: V0 evaluation/utils/shared.py, V1 benchmarks evaluation.py
+    ("Timeout after 1800 seconds", "timeout"),
+    ("Instance failed after 0 retries. Last error: Instance did not complete within 3600s timeout", "timeout"),
+    # an LLM API timeout inside the run is an error of the run, not the harness's limit
+    ("litellm.Timeout: APITimeoutError - Request timed out", "error"),
+    ("Maximum retries (5) reached: Runtime failed to start", "error"),
 ])
 def test_terminal_state(error, status):
     assert terminal_state(error)[0] == status
+
+
+def test_a_runtime_status_code_is_the_error_type():
+    # V0 agent_controller._react_to_exception sets last_error to a RuntimeStatus value
+    assert terminal_state("STATUS$ERROR_LLM_OUT_OF_CREDITS") == ("error", "STATUS$ERROR_LLM_OUT_OF_CREDITS")
+
+
+def test_the_2024_pair_history_and_top_level_git_patch(tmp_path):
+    # OpenDevin 2024 (evaluation/swe_bench/run_infer.py @a081935fd8): 'history': [(event_to_dict(action),
+    # event_to_dict(obs)) for action, obs in state.history], 'git_patch' beside test_result. Was exit 1
+    # ("history[0] is not an object") and the patch was only in meta.record.
+    run = {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls"}, "message": "Running ls"}
+    out = {"id": 2, "source": "agent", "cause": 1, "observation": "run", "content": "a.py", "extras": {}}
+    msg = {"id": 3, "source": "agent", "action": "message", "args": {"content": "done"}, "message": "done"}
+    null = {"message": "No observation", "observation": "null", "content": "", "extras": {}}
+    line = {"instance_id": "x__y-1", "swe_instance": {"repo": "x/y"}, "instruction": "fix",
+            "git_patch": "diff --git a/a.py b/a.py\n", "metadata": {"agent_class": "CodeActAgent"},
+            "history": [[run, out], [msg, null]], "metrics": {"accumulated_cost": 0.5}, "error": None,
+            "test_result": {}}
+    src = tmp_path / "output.jsonl"
+    src.write_text(json.dumps(line) + "\n")
+    result, card = run_import("openhands", [src], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    steps = card.steps().to_pylist()
+    assert [(s["kind"], s["name"]) for s in steps] == [("tool_call", "run"), ("tool_result", "run"),
+                                                       ("message", None), ("observation", "null")]
+    assert steps[1]["call_id"] == steps[0]["call_id"] and steps[1]["content"] == "a.py"
+    row = card.episodes().to_pylist()[0]
+    assert (tmp_path / "c" / "artifacts" / row["meta.patch_artifact"]).read_text() == line["git_patch"]
+    assert json.loads(row["meta.record"])["swe_instance"] == {"repo": "x/y"}
+    assert any("pairs" in n for n in result.notes)
+
+
+def test_v1_attempt_files_are_trials_of_one_instance(tmp_path):
+    # V1 iterative runs (benchmarks utils/evaluation.py, iterative.py): output.critic_attempt_<n>.jsonl, each
+    # line with `attempt` n; two attempt files of one instance were "episode id occurs twice"
+    srcs = []
+    for n in (1, 2):
+        srcs.append(tmp_path / f"output.critic_attempt_{n}.jsonl")
+        srcs[-1].write_text(json.dumps(_sdk_line([], attempt=n, error=None if n == 2 else "x: failed")) + "\n")
+    _, card = run_import("openhands", srcs, tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    rows = sorted(card.episodes().to_pylist(), key=lambda r: r["trial"])
+    assert [(r["episode_id"], r["task_id"], r["trial"], r["status"]) for r in rows] == [
+        ("i1", "i1", 0, "error"), ("i1/attempt-2", "i1", 1, "completed")]
+    src = tmp_path / "bad.jsonl"
+    src.write_text(json.dumps(_sdk_line([], attempt=0)) + "\n")
+    with pytest.raises(SourceFormatError, match="attempt 0"):
+        run_import("openhands", [src], tmp_path / "c2")
 
 
 def _sdk_line(history, **kw):
