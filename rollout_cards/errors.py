@@ -10,6 +10,7 @@ The library raises only these; the CLI maps them to messages and exit codes.
     │   ├── DecodeLimitError       a table decodes to more bytes than its budget (a decompression bomb)
     │   └── TableSchemaError       a Parquet table does not match the format
     ├── WriterError                the writer API was used in a way the format forbids
+    │   └── ValueTooLargeError     one text/JSON value is larger than the per-value cap
     ├── RuleError                  a rule file cannot be read, validated or applied
     │   └── ExpressionError        an expression in a rule cannot be parsed or compiled
     ├── StatisticsError            a statistic is not defined for its input
@@ -45,6 +46,7 @@ __all__ = [
     "TableSchemaError",
     "UnsafeArchiveError",
     "UnsupportedFormatError",
+    "ValueTooLargeError",
     "WriterError",
 ]
 
@@ -108,6 +110,32 @@ class ExportError(CardFormatError):
 
 class WriterError(RolloutCardError):
     """The writer API was called in a way the format forbids."""
+
+
+class ValueTooLargeError(WriterError):
+    """One text or JSON value given to the writer is larger than its per-value cap
+    (`io.value_sizes`); `column`, `size` and `limit` (bytes) say which and by how much, and
+    `episode_id` / `seq` where the value sits when the writer knows it. Importers re-raise
+    it as a SourceFormatError naming the source file and record."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        column: str,
+        size: int,
+        limit: int,
+        episode_id: str | None = None,
+        seq: int | None = None,
+        table: str | None = None,
+    ):
+        self.column = column
+        self.size = size
+        self.limit = limit
+        self.episode_id = episode_id
+        self.seq = seq
+        self.table = table
+        super().__init__(message)
 
 
 class RuleError(RolloutCardError):

@@ -62,6 +62,7 @@ def import_command(
     field: Annotated[list[str] | None, typer.Option("--field", help="chat-jsonl / atif: KEY=PATH, e.g. task=metadata.task_id or score.reward=reward (repeatable).")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help="Importer-specific KEY=VALUE (repeatable).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing card at --out.")] = False,
+    max_value_mb: Annotated[int, typer.Option("--max-value-mb", min=1, max=2047, help="Largest single text or JSON value (a message, a tool result, a task input) in MiB; a larger one stops the import naming it.")] = 64,
     format_: Annotated[ImportFormat, typer.Option("--format", "-f", help="Output format of the summary.")] = ImportFormat.text,
 ) -> None:
     """Import another tool's logs (Inspect, tau-bench, SWE-bench, SWE-agent, OpenHands, lm-eval, ...) into a new card.
@@ -88,6 +89,7 @@ def import_command(
                 options=_options(predictions, mapping, field or [], option or []),
                 overwrite=overwrite,
                 license=license,
+                max_value_mb=max_value_mb,
             )
         )
     finally:

@@ -10,6 +10,10 @@ in the card, all null — a rule the importer declares over it must find it: its
 the one `declare` gave, else float64 for `score.*` (grader outputs a rule averages) and
 string for the others; `finish` writes it as a zero-row part.
 
+A value over the writer's per-value cap (`io.value_sizes`, checked by the writer on each
+chunk) is a SourceFormatError naming the episode's source file and record, the step,
+the column, its size and the cap: the chunk keeps each episode's place in the sources.
+
 An episode's `episode_id`, `task_id` and `agent` are at most `MAX_LABEL_CHARS`
 characters: drop selectors, redaction specs and rules' groups name episodes by them in
 expressions of at most 10,000 characters, so a longer one (a mutated source's 3 MiB
@@ -26,7 +30,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import WriterError
+from ..errors import SourceFormatError, ValueTooLargeError, WriterError
+from ..io.value_sizes import mib
 from ..io.writer import CardWriter
 from ..tables import (
     ARROW_OF_KIND,
@@ -97,6 +102,7 @@ class ChunkedTables:
         self.time_inversions = 0  # steps whose time is earlier than the step before them
         self._nulls: set[str] = set()  # extra columns given as None in some row
         self._written: set[str] = set()  # columns of the episode chunks written
+        self._places: dict[str, tuple[str, str]] = {}  # buffered episode id -> its source file and record
 
     def declare(self, column: str, kind: str) -> None:
         """Fix the type of an extra column ('bool', 'int', 'float' or 'str') before any value."""
@@ -170,6 +176,7 @@ class ChunkedTables:
             for buffered, values in zip(self._steps, columns, strict=True):
                 buffered.extend(values)
         self.ids.add(episode_id)
+        self._places[episode_id] = (steps.file, steps.record)
         self._episodes.append(out)
         self.statuses[status] += 1
         self.episodes += 1
@@ -180,6 +187,19 @@ class ChunkedTables:
 
     def flush(self) -> None:
         """Write what is buffered."""
+        try:
+            self._flush()
+        except ValueTooLargeError as exc:
+            file, record = self._places.get(exc.episode_id or "", (None, None))
+            step = f"episode {exc.episode_id!r}" + (f", step {exc.seq}" if exc.seq is not None else "") + ": "
+            raise SourceFormatError(
+                f"{step}{exc.column} is {mib(exc.size, exact=True)}, more than the {mib(exc.limit)} a single value "
+                "of a card may hold (a value that large cannot be written or read safely); raise the cap with "
+                "`rcard import --max-value-mb N` (import_source(max_value_mb=N)), or shorten the value in the source",
+                file=file, record=record) from None
+        self._places.clear()
+
+    def _flush(self) -> None:
         if self._episodes:
             self._writer.write_episodes(self._episode_table(self._episodes))
             self._episodes = []

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import progress
 from ..errors import ImporterError, SourceFormatError
+from ..io.value_sizes import MAX_VALUE_BYTES
 from .base import ImportRequest
 from .registry import get_importer
 from .session import ImportResult, ImportSession
@@ -37,6 +38,7 @@ def import_source(
     overwrite: bool = False,
     created: datetime | None = None,
     license: str | None = None,
+    max_value_mb: int = MAX_VALUE_BYTES // 1024**2,
 ) -> ImportResult:
     """Import `sources` (files of `format`) into a new card directory `out`.
 
@@ -47,6 +49,8 @@ def import_source(
     out and declared as a `source_malformed` drop; otherwise the first one raises
     SourceFormatError naming the file and record. `license` (SPDX) is the card's
     release license, which the publisher decides (the sources' licenses may differ).
+    A single text or JSON value larger than `max_value_mb` MiB (64 by default) is a
+    SourceFormatError naming its file, record, step and column (`io.value_sizes`).
     Nothing is left at `out` on failure.
     """
     importer = get_importer(format)
@@ -61,6 +65,8 @@ def import_source(
         if not (path.is_file() or (directories and path.is_dir())):
             what = "a regular file or directory" if directories else "a regular file"
             raise SourceFormatError(f"does not exist or is not {what}", file=str(path))
+    if isinstance(max_value_mb, bool) or not isinstance(max_value_mb, int) or not 1 <= max_value_mb <= 2047:
+        raise ImporterError(f"max_value_mb must be a whole number of MiB from 1 to 2047, got {max_value_mb!r}")
     out_path = Path(out)
     request = ImportRequest(sources=paths, urls=tuple(urls), agent=agent, options=dict(options or {}))
     session = ImportSession(
@@ -72,6 +78,7 @@ def import_source(
         overwrite=overwrite,
         created=created,
         license=license,
+        max_value_bytes=max_value_mb * 1024**2,
     )
     try:
         with progress.task(f"import {importer.name}", unit="episodes") as session.progress:

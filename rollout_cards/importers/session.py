@@ -46,6 +46,7 @@ from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_file
 from ..io.manifest import MAX_MANIFEST_BYTES
 from ..io.targets import refuse_link
+from ..io.value_sizes import MAX_VALUE_BYTES
 from ..io.writer import CardWriter
 from ..model.card import MAX_RULE_ID, AgentInfo, Drop, Plan, Provenance, Software, SourceFile
 from ..yamldoc import MAX_SCALAR_CHARS
@@ -130,6 +131,7 @@ class ImportSession:
         license: str | None = None,
         chunk_episodes: int = 1000,
         chunk_steps: int = 50_000,
+        max_value_bytes: int = MAX_VALUE_BYTES,
     ):
         self.out = Path(out)
         self.format = format
@@ -161,6 +163,7 @@ class ImportSession:
                 created=created,
                 provenance={"generator": _generator(format)},
                 scope={"license": license} if license else None,
+                max_value_bytes=max_value_bytes,
             )
         except BaseException:
             shutil.rmtree(self._tmp, ignore_errors=True)

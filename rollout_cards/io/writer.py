@@ -55,6 +55,7 @@ from ..yamldoc import load_strict_yaml
 from . import staging
 from .call_ids import CallIds, with_source_call_id
 from .finalize import PARQUET_OPTIONS, ROW_GROUP_ROWS, finalize_card
+from .value_sizes import MAX_VALUE_BYTES, check_limit, check_table, check_text
 
 __all__ = ["PARQUET_OPTIONS", "ROW_GROUP_ROWS", "CardWriter", "EpisodeWriter", "to_micros"]
 
@@ -76,10 +77,11 @@ def to_micros(t: datetime | None) -> int | None:
     return (t - _EPOCH) // timedelta(microseconds=1)
 
 
-def _text(what: str, value: str) -> str:
-    """`value` if it is valid Unicode text: a lone surrogate (e.g. "\\ud800" from bytes decoded
-    with surrogateescape) cannot be stored as UTF-8, so it is refused here, naming the field,
-    instead of failing a later flush (and losing the steps buffered with it)."""
+def _text(what: str, value: str, limit: int = MAX_VALUE_BYTES) -> str:
+    """`value` if it is valid Unicode text of at most `limit` bytes: a lone surrogate (e.g.
+    "\\ud800" from bytes decoded with surrogateescape) cannot be stored as UTF-8, so it is
+    refused here, naming the field, instead of failing a later flush (and losing the steps
+    buffered with it); so is a value over the per-value cap (`value_sizes`)."""
     if not value.isascii():
         try:
             value.encode("utf-8")
@@ -88,6 +90,7 @@ def _text(what: str, value: str) -> str:
                 f"{what} holds a lone surrogate ({value[exc.start]!r} at character {exc.start}), which is not "
                 "Unicode text and cannot be stored; decode the source with errors='replace' or fix the value"
             ) from None
+    check_text(what, value, limit)
     return value
 
 
@@ -95,7 +98,7 @@ def _escaped(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8") if not text.isascii() else text
 
 
-def _json_text(value: Any, what: str) -> str | None:
+def _json_text(value: Any, what: str, limit: int = MAX_VALUE_BYTES) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -107,7 +110,7 @@ def _json_text(value: Any, what: str) -> str | None:
         if pointer is not None:
             raise WriterError(f"{what} at {pointer} holds a lone surrogate escape, which is not Unicode text; fix "
                               "the value") from None
-        return _text(what, value)
+        return _text(what, value, limit)
     try:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -115,12 +118,13 @@ def _json_text(value: Any, what: str) -> str | None:
     if not text.isascii() and (pointer := surrogate_pointer(value)) is not None:
         raise WriterError(f"{what} at {pointer} holds a lone surrogate, which is not Unicode text and cannot be "
                           "stored; decode the source with errors='replace' or fix the value")
+    check_text(what, text, limit)
     return text
 
 
-def _check_extra_value(column: str, value: Any) -> Any:
+def _check_extra_value(column: str, value: Any, limit: int = MAX_VALUE_BYTES) -> Any:
     if isinstance(value, str):
-        return _text(column, value)
+        return _text(column, value, limit)
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
@@ -191,18 +195,21 @@ class EpisodeWriter:
             raise WriterError(f"episode {self.episode_id!r} has ended; no step may follow its end")
         if kind not in _KINDS:
             raise WriterError(f"unknown step kind {kind!r}; use one of {', '.join(sorted(_KINDS))}")
+        card = self._card
+        limit = card._max_value_bytes
         for label, value in (("content", content), ("role", role), ("name", name), ("call_id", call_id),
                              ("agent", agent)):
             if value is not None:
                 if not isinstance(value, str):
                     raise WriterError(f"{label} must be text, got {type(value).__name__}")
-                _text(f"step {self._seq} of episode {self.episode_id!r}: {label}", value)
+                _text(f"step {self._seq} of episode {self.episode_id!r}: {label}", value, limit)
         if parent_seq is not None or depth is not None:
             _check_nesting(parent_seq, depth, self._seq)
         # Everything that can refuse comes before seq moves: a refused step leaves no gap.
-        args_text = None if args is None else _json_text(args, "args")
-        payload_text = None if payload is None else _json_text(payload, "payload")
-        card = self._card
+        args_text = None if args is None else _json_text(args, f"step {self._seq} of episode "
+                                                          f"{self.episode_id!r}: args", limit)
+        payload_text = None if payload is None else _json_text(payload, f"step {self._seq} of episode "
+                                                                f"{self.episode_id!r}: payload", limit)
         micros = card._clock() if t is None else to_micros(t)
         if input_tokens is not None or output_tokens is not None or cost_usd is not None:
             if cost_usd is not None and not math.isfinite(cost_usd):
@@ -330,7 +337,8 @@ class EpisodeWriter:
         _text("column name", column)
         if len(column.split(".", 1)[1]) == 0:
             raise WriterError(f"column {column!r} needs a name after the prefix")
-        self._row[column] = self._card._check_extra_type(column, _check_extra_value(column, value))
+        self._row[column] = self._card._check_extra_type(
+            column, _check_extra_value(f"episode {self.episode_id!r}: {column}", value, self._card._max_value_bytes))
 
     def _check_open(self) -> None:
         if self.ended:
@@ -353,7 +361,7 @@ class EpisodeWriter:
             raise WriterError(f"unknown status {status!r}; use one of {', '.join(sorted(_STATUSES))}")
         for label, value in (("error_type", error_type), ("message", message), ("traceback", traceback)):
             if value is not None:
-                _text(f"episode {self.episode_id!r}: {label}", value)
+                _text(f"episode {self.episode_id!r}: {label}", value, self._card._max_value_bytes)
         row = self._row
         row["status"] = status
         row["error_type"] = error_type
@@ -425,6 +433,7 @@ class CardWriter:
         timestamps: bool = True,
         flush_rows: int = 65_536,
         overwrite: bool = False,
+        max_value_bytes: int = MAX_VALUE_BYTES,
     ):
         from ..model.card import CardManifest, utc_now
 
@@ -439,6 +448,7 @@ class CardWriter:
             replaced = self.path
         if flush_rows < 1:
             raise WriterError("flush_rows must be at least 1")
+        self._max_value_bytes = check_limit(max_value_bytes)
         self._timestamps = timestamps
         self._flush_rows = flush_rows
         header = {
@@ -572,7 +582,7 @@ class CardWriter:
             raise WriterError("episode_id must be a string")
         for label, text in (("task_id", task_id), ("episode_id", episode_id), ("agent", agent), ("run_id", run_id)):
             if isinstance(text, str):
-                _text(label, text)
+                _text(label, text, self._max_value_bytes)
         if episode_id in self._ids:
             raise WriterError(f"episode_id {episode_id!r} was already written to this card")
         for name, value in (("trial", trial), ("seed", seed)):
@@ -593,7 +603,8 @@ class CardWriter:
                     raise WriterError(f"{prefix} keys must be non-empty strings, got {key!r}")
                 _text(f"{prefix} key", key)
                 column = f"{prefix}.{key}"
-                row[column] = self._check_extra_type(column, _check_extra_value(column, value))
+                row[column] = self._check_extra_type(
+                    column, _check_extra_value(f"episode {episode_id!r}: {column}", value, self._max_value_bytes))
         self._ids.add(episode_id)
         ep = EpisodeWriter(self, row, suppress_errors)
         self._open[episode_id] = ep
@@ -612,6 +623,7 @@ class CardWriter:
         self._check_writable()
         table = _as_table(data)
         table = _conform(table, "episodes")
+        check_table(table, "episodes", self._max_value_bytes)
         ids = table.column("episode_id").to_pylist()
         fresh = set(ids)
         if len(fresh) != len(ids):
@@ -632,6 +644,7 @@ class CardWriter:
         batches = [data] if isinstance(data, (pa.Table, pa.RecordBatch)) else data
         for chunk in batches:
             table = _conform(_as_table(chunk), "steps")
+            check_table(table, "steps", self._max_value_bytes)
             if self._bulk_steps_schema is None:
                 self._bulk_steps_schema = table.schema
             elif table.schema != self._bulk_steps_schema:
