@@ -283,6 +283,30 @@ def standard_column_problems(table: str, schema: pa.Schema) -> list[ColumnProble
     return out
 
 
+def part_difference(first: pa.Schema, part: pa.Schema) -> str | None:
+    """How the Arrow schema of a table's later part file differs from its first part's, or None
+    when they are the same (schema metadata aside). A dataset reads every part with the first
+    part's schema: a column only a later part has would be dropped, one it lacks read as nulls,
+    another type cast — so the validator reports it (table-parts-inconsistent) and the reader
+    refuses the table."""
+    if part.remove_metadata().equals(first.remove_metadata()):
+        return None
+    names, known = part.names, set(first.names)
+    for name in names:
+        if name not in known:
+            return f"has column {name[:60]!r}, which the first part lacks"
+    for field in first:
+        if field.name not in names:
+            return f"lacks column {field.name[:60]!r}, which the first part has"
+        other = part.field(field.name)
+        if other.type != field.type:
+            return f"stores column {field.name[:60]!r} as {str(other.type)[:40]}, the first part as {str(field.type)[:40]}"
+        if other.nullable != field.nullable:
+            return f"declares column {field.name[:60]!r} {'' if other.nullable else 'not '}nullable, unlike the first part"
+    return "has the first part's columns in another order" if sorted(names) == sorted(first.names) else \
+        "has other columns than the first part"
+
+
 def _schema(columns: tuple[Column, ...], metadata_table: str) -> pa.Schema:
     return pa.schema(
         [pa.field(c.name, c.type, nullable=c.nullable) for c in columns],

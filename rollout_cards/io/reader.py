@@ -23,7 +23,13 @@ import pyarrow.fs as pafs
 from ..errors import CardFormatError, TableSchemaError
 from ..model.card import CardManifest, TableRef
 from ..numpy_arrow import check_batch
-from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, Column, standard_column_problems
+from ..tables import (
+    EPISODE_COLUMNS,
+    STEP_COLUMNS,
+    Column,
+    part_difference,
+    standard_column_problems,
+)
 from .decode import DecodeBudget, variable_width
 from .integrity import FileVerifier
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
@@ -327,10 +333,20 @@ class Card:
                         schema = schema.append(pa.field(col.name, col.type))
                     dataset = ds.dataset(paths, format="parquet", filesystem=fs, schema=schema)
                 scan = self._scan_dataset(dataset, paths, fs)
+                # The dataset reads every part with the first part's schema: each later part's
+                # footer is read here so that one of another shape is refused, not cast or cut.
+                later = [f.physical_schema for f in dataset.get_fragments()][1:] if len(paths) > 1 else []
             except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
                 self._verified(table)  # a changed file is named as such, not as unreadable
                 raise self._unreadable(table, exc) from None
             self._check_columns(table, ref, dataset.schema)
+            for rel, schema in zip(ref.paths[1:], later, strict=True):
+                difference = part_difference(dataset.schema, schema)
+                if difference is not None:
+                    self._verified(table)
+                    raise TableSchemaError(f"{self.source.name}: {rel}: this part of the {table} table {difference} "
+                                           f"({ref.paths[0]}); every part must have the same schema; `rcard validate "
+                                           f"{self.source.name}` lists every problem of the card")
             self._datasets[table], self._scans[table] = dataset, scan
         return self._datasets[table]
 

@@ -19,6 +19,7 @@ from ..tables import (
     STEP_COLUMNS,
     extra_column_problem,
     is_extension,
+    part_difference,
     standard_column_problems,
 )
 from .context import CheckContext, TableState
@@ -150,6 +151,7 @@ def _table(ctx: CheckContext, table: str) -> TableState:
     ref = getattr(ctx.tables, table)
     state = TableState(table, list(ref.paths))
     schemas: list[pa.Schema] = []
+    readable: list[str] = []  # the part of each schema
     for rel in ref.paths:
         if rel not in ctx.readable:
             state.part_rows.append(None)  # absent, a link or unsafe: reported by layout / inventory
@@ -163,12 +165,13 @@ def _table(ctx: CheckContext, table: str) -> TableState:
         _schema_findings(ctx, table, rel, pf, state)
         state.part_rows.append(pf.metadata.num_rows)
         schemas.append(pf.schema_arrow.remove_metadata())
+        readable.append(rel)
     if schemas and all(s.equals(schemas[0]) for s in schemas[1:]):
         state.schema = schemas[0]
     elif schemas:
-        differ = next(i for i, s in enumerate(schemas) if not s.equals(schemas[0]))
-        f.add("table-parts-inconsistent", f"part {differ} of the {table} table has other columns or types than "
-              f"part 0 ({excerpt(ref.paths[0])}); every part must have the same schema", file=ref.paths[differ])
+        differ, how = next((i, d) for i, s in enumerate(schemas) if (d := part_difference(schemas[0], s)))
+        f.add("table-parts-inconsistent", f"part {ref.paths.index(readable[differ])} of the {table} table {how} "
+              f"({excerpt(readable[0])}); every part must have the same schema", file=readable[differ])
     if state.readable:
         total = sum(r or 0 for r in state.part_rows)
         if total != ref.rows:

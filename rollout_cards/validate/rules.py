@@ -156,8 +156,8 @@ def check_replay(ctx: CheckContext) -> None:
             continue
         except TableSchemaError:  # the reader refuses a table with a standard column of another type
             f.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} could not be recomputed: "
-                  "a table the rule reads has a column the format does not allow (its table-column-* finding "
-                  "says which)", file=MANIFEST, pointer=f"/rules/{index.get(rule_id, 0)}")
+                  "a table the rule reads has a column the format does not allow or part files of different "
+                  "schemas (its table-column-* or table-parts-inconsistent finding says which)", file=MANIFEST, pointer=f"/rules/{index.get(rule_id, 0)}")
             continue
         except (CardFormatError, pa.ArrowException, OSError) as exc:
             f.add("replay-unavailable", f"the reported numbers of rule {excerpt(rule_id)} could not be recomputed: "

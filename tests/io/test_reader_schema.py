@@ -104,3 +104,60 @@ def test_the_standard_schemas_have_no_problem_and_the_check_agrees_with_the_form
         schema = pa.schema([pa.field(c.name, c.type) for c in columns if not c.required])
         missing = {p.column for p in standard_column_problems(table, schema)}
         assert missing == {c.name for c in columns if c.required}
+
+
+def _two_parts(tmp_path, table: str, change: Callable[[pa.Table], pa.Table]):
+    """The synthetic card with `table` split in two part files, `change` applied to the second."""
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    whole = bad_cards.read_table(card, f"{table}.parquet")
+    half = whole.num_rows // 2
+    parts = [f"{table}/part-00000.parquet", f"{table}/part-00001.parquet"]
+    bad_cards.write_table(card, parts[0], whole.slice(0, half))
+    bad_cards.write_table(card, parts[1], change(whole.slice(half)))
+    (card / f"{table}.parquet").unlink()
+    doc = bad_cards.manifest(card)
+    doc["tables"][table]["paths"] = parts
+    bad_cards.save_manifest(card, doc)
+    bad_cards.rehash(card, add=tuple(parts), drop=(f"{table}.parquet",))
+    return card, parts[1]
+
+
+PART_CASES = {
+    "content binary": ("steps", _cast("content", pa.binary()), "stores column 'content' as binary, the first part as string"),
+    "content large_string": ("steps", _cast("content", pa.large_string()),
+                             "stores column 'content' as large_string, the first part as string"),
+    "seq int32": ("steps", _cast("seq", pa.int32()), "stores column 'seq' as int32, the first part as int64"),
+    "kind absent": ("steps", lambda t: t.drop_columns(["kind"]), "lacks column 'kind', which the first part has"),
+    "content absent": ("steps", lambda t: t.drop_columns(["content"]),
+                       "lacks column 'content', which the first part has"),
+    "extra column": ("episodes", lambda t: t.append_column("score.late", pa.array([1.0] * t.num_rows)),
+                     "has column 'score.late', which the first part lacks"),
+    "trial float": ("episodes", _cast("trial", pa.float64()), "stores column 'trial' as double, the first part as int64"),
+}
+
+
+@pytest.mark.parametrize("case", list(PART_CASES))
+def test_a_later_part_of_another_schema_is_refused_naming_that_part(tmp_path, case):
+    # The dataset takes its schema from the first part: before, a later part's other type was
+    # cast, its extra column dropped and its absent column (even a required one) read as nulls,
+    # and report rendered the card (exit 0); validate alone said table-parts-inconsistent.
+    table, change, how = PART_CASES[case]
+    path, part = _two_parts(tmp_path, table, change)
+    card = rc.open(path)
+    with pytest.raises(TableSchemaError) as exc:
+        card.schema(table)
+    assert str(exc.value).startswith(f"{card.path}: {part}: this part of the {table} table {how}"), str(exc.value)
+    result = CliRunner().invoke(app, ["report", str(path), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 1 and f"{part}: this part of the {table} table {how}" in result.output, result.output
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 1 and f"part 1 of the {table} table {how}" in result.output, result.output
+
+
+def test_parts_of_one_schema_read_as_one_table(tmp_path):
+    path, _ = _two_parts(tmp_path, "steps", lambda t: t)
+    card = rc.open(path)
+    whole = rc.open(FIXTURE_CARDS / "synthetic").steps()
+    assert card.steps().num_rows == whole.num_rows
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
