@@ -323,7 +323,7 @@ def scan_members(fd: int, file_size: int, name: str, limits: ArchiveLimits) -> l
                 )
             pax = _parse_pax(os.pread(fd, size, data_offset), member, limits)
             pax_offset = pos
-            pos = data_offset + size + padding(size)
+            pos = _after_padding(fd, data_offset + size, member)
             continue
         if typeflag == b"g":
             raise UnsafeArchiveError("global pax headers are not supported", member=member, rule="pax-global")
@@ -348,7 +348,18 @@ def scan_members(fd: int, file_size: int, name: str, limits: ArchiveLimits) -> l
         )
         last = member
         pax = None
-        pos = data_offset + size + padding(size)
+        pos = _after_padding(fd, data_offset + size, member)
+
+
+def _after_padding(fd: int, end: int, member: str) -> int:
+    """Where the next header starts after data ending at `end`. The zeros that complete the
+    member's last block are refused when they are not zeros: no digest covers them, so bytes
+    hidden there would travel with a card that verifies."""
+    pad = padding(end)
+    if pad and os.pread(fd, pad, end).strip(b"\x00"):
+        raise UnsafeArchiveError(f"the {pad} padding bytes after its data are not all zero (bytes no digest covers)",
+                                 member=member, rule="padding-not-zero")
+    return end + pad
 
 
 def _check_header(block: bytes, where: str) -> None:

@@ -394,3 +394,25 @@ def test_unused_numeric_fields_must_be_octal_too(packed: Path, tmp_path: Path, f
     with pytest.raises(UnsafeArchiveError, match=field) as info:
         ArchiveSource(bad)
     assert info.value.rule == "bad-number"
+
+
+def test_bytes_hidden_in_a_members_padding_are_refused(packed: Path, tmp_path: Path) -> None:
+    # The zeros completing a member's last block are covered by no digest: before, a packed card
+    # carrying bytes there (here after card.json's data) was read, validated and unpacked (exit 0).
+    data = bytearray(packed.read_bytes())
+    fd = os.open(packed, os.O_RDONLY)
+    try:
+        first = scan_members(fd, len(data), packed.name, ArchiveLimits())[0]
+    finally:
+        os.close(fd)
+    end = first.offset + first.size
+    assert first.name == "card.json" and end % 512, "card.json's data must end inside a block"
+    data[end] = ord("!")
+    hidden = tmp_path / "hidden.rcard"
+    hidden.write_bytes(bytes(data))
+    with pytest.raises(UnsafeArchiveError) as exc:
+        rc.open(hidden)
+    assert exc.value.rule == "padding-not-zero" and exc.value.member == "card.json"
+    with pytest.raises(UnsafeArchiveError, match="padding bytes after its data are not all zero"):
+        unpack_card(hidden, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
