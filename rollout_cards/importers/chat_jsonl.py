@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from ..errors import ImporterError
+from ..regular_files import open_regular
 from ..tables import TerminalStatus
 from ..yamldoc import load_strict_yaml
 from .atif_steps import AtifCounts, add_trajectory, is_atif
@@ -45,6 +46,8 @@ from .steps import StepBuffer, json_text
 
 __all__ = ["ChatJsonlImporter", "FieldMapping"]
 
+#: Mapping files larger than this are refused before they are parsed.
+MAX_MAPPING_BYTES = 1024 * 1024
 _STANDARD_KEYS = ("id", "task", "agent", "trial", "status", "run_id", "seed", "messages")
 _PREFIXES = ("score.", "task.", "cond.", "meta.")
 _STATUSES = frozenset(s.value for s in TerminalStatus)
@@ -85,10 +88,16 @@ class FieldMapping:
 
 
 def _load_mapping(path: Path) -> dict[str, Any]:
+    # A regular file only (a FIFO blocked the import forever, /dev/zero ran it out of memory), capped.
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as fh:
+            data = fh.read(MAX_MAPPING_BYTES + 1)
+        if len(data) > MAX_MAPPING_BYTES:
+            raise ImporterError(f"{path}: the mapping file is larger than {MAX_MAPPING_BYTES // 1024} KiB; a mapping "
+                                "names a few fields")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ImporterError(f"{path}: cannot read the mapping file: {exc}") from None
+        raise ImporterError(f"{path}: cannot read the mapping file: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         doc = load_strict_yaml(text)[0]
     except yaml.YAMLError as exc:
