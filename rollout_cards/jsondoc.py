@@ -33,6 +33,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Any
 
 try:
@@ -298,18 +300,47 @@ def fast_text(value: Any) -> str | None:
     return None if out is None or b"null" in out else out.decode("utf-8")
 
 
-def fast_texts(values: list[Any]) -> list[str | None] | None:
-    """`fast_text` of each item of `values` (decoded JSON), from one encoding of the list (the
-    per-item cost of a Python call, checks and fix-ups is paid once); None: use json_text."""
+def fast_texts(values: list[Any], *, finite: bool = False) -> list[str | None] | None:
+    """`fast_text` of each item of `values` (decoded JSON, where a scalar item is allowed too), with
+    the per-item checks and fix-ups made once over all the texts; None: use json_text. `finite`:
+    the values are known to hold no NaN or Infinity float (msgspec decoded them, or their source
+    text has no such literal), so a `null` in a text is a JSON null, as json_text writes it."""
     if msgspec is None:
         return None
-    out = _sorted_text(values)
-    if out is None:
+    try:
+        outs = list(map(_SORTED, values))
+    except _ENCODE_ERRORS:
         return None
-    texts: list[str | None] = [bytes(item).decode("utf-8") for item in _FAST_ITEMS(out)]
-    if b"null" in out:
+    blob = b"".join(outs)
+    tiny, marks = _float_marks(blob)
+    if tiny or marks:  # rewrite the floats of the items that hold a candidate, item by item
+        ends = list(accumulate(map(len, outs)))
+        hits = {bisect_right(ends, m.start()) for m in _EXPONENT.finditer(marks)}
+        at = blob.find(b"0.0000") if tiny else -1
+        while at >= 0:
+            hits.add(bisect_right(ends, at))
+            at = blob.find(b"0.0000", at + 1)
+        texts: list[str | None] = list(map(bytes.decode, outs))
+        for i in hits:
+            out = outs[i]
+            tiny, marks = _float_marks(out)
+            fixed = _python_floats(out, tiny, marks) if tiny or marks else out
+            texts[i] = None if fixed is None else fixed.decode("utf-8")
+    else:
+        texts = list(map(bytes.decode, outs))
+    if not finite and b"null" in blob:
         texts = [None if text is None or "null" in text else text for text in texts]
     return texts
+
+
+def _float_marks(out: bytes) -> tuple[bool, bytes]:
+    """Where `out` may hold a float msgspec writes unlike repr: whether it has "0.0000", and its
+    `_EXPONENTS` map if that has an exponent candidate (else b"")."""
+    tiny = b"0.0000" in out
+    marks = out.translate(_EXPONENTS) if b"e" in out or b"E" in out else b""
+    if b"0e0" not in marks and b"0e-0" not in marks:
+        marks = b""
+    return tiny, marks
 
 
 def _sorted_text(value: Any) -> bytes | None:
@@ -319,10 +350,7 @@ def _sorted_text(value: Any) -> bytes | None:
         out = _SORTED(value)
     except _ENCODE_ERRORS:
         return None
-    tiny = b"0.0000" in out
-    marks = out.translate(_EXPONENTS) if b"e" in out or b"E" in out else b""
-    if b"0e0" not in marks and b"0e-0" not in marks:
-        marks = b""
+    tiny, marks = _float_marks(out)
     return _python_floats(out, tiny, marks) if tiny or marks else out
 
 
@@ -331,7 +359,11 @@ def _python_floats(out: bytes, tiny: bool, marks: bytes) -> bytes | None:
     None if one is not a JSON number after `:`, `,` or `[` ending at `,`, `]` or `}` (never seen; then
     json_text decides). A candidate is in a string when an odd number of quotes precede it, counted
     with every escape pair blanked out."""
-    plain = _ESCAPE.sub(b"__", out) if b"\\" in out else out  # same length: positions stay
+    # A quote is a string's delimiter unless escaped. Without an escaped backslash in `out`, every
+    # backslash-quote pair is an escaped quote, so the delimiters are the quotes less those pairs;
+    # otherwise every escape pair is blanked out first (a regex pass over the whole text).
+    blank = b"\\\\" in out
+    plain = _ESCAPE.sub(b"__", out) if blank else out  # same length: positions stay
     hits = [m.start() for m in _EXPONENT.finditer(marks)]
     at = plain.find(b"0.0000") if tiny else -1
     while at >= 0:
@@ -341,12 +373,14 @@ def _python_floats(out: bytes, tiny: bool, marks: bytes) -> bytes | None:
     done = counted = quotes = 0
     for at in sorted(hits):
         quotes += plain.count(b'"', counted, at)
+        if not blank:  # less the escaped quotes in [counted, at): the pairs whose quote is there
+            quotes -= plain.count(b'\\"', max(0, counted - 1), at)
         counted = at
         if quotes % 2 or at < done:
             continue  # in a string, or in a number already rewritten
         back = max(0, at - _LONGEST_FLOAT)
         start = max(plain.rfind(b":", back, at), plain.rfind(b",", back, at), plain.rfind(b"[", back, at)) + 1
-        number = _NUMBER.match(plain, start) if start else None
+        number = _NUMBER.match(plain, start) if start or back == 0 else None  # 0: out is a bare number
         if number is None or number.end() <= at + 1 or plain[number.end() : number.end() + 1] not in b",]}":
             return None
         parts += (out[done:start], repr(float(number.group())).encode())

@@ -65,6 +65,23 @@ def test_fast_texts_are_the_items_json_texts(items):
         _check(item, text)
 
 
+@settings(max_examples=cases(80), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(containers | values, max_size=6))
+@hypothesis_seed(seed())
+@pytest.mark.fuzz
+def test_fast_texts_of_values_known_finite_are_all_fast(items):
+    # no NaN or Infinity in the values (`floats` has none): a null in a text is a JSON null
+    assert fast_texts(items, finite=True) == [json_text(item) for item in items]
+
+
+def test_a_float_after_a_quote_is_placed_by_the_quotes_that_delimit_strings():
+    # an escaped quote (\") does not end a string; an escaped backslash before a quote (\\") does
+    for value in (["a\\", 1e-05], ['\\"', 1e-05], ['\\":1e-05,"', 1e-05], ['"', ':0.00001,', 2.5e-07],
+                  {"k\\": 1e16, '":1e-05,': 1e-05}, ['\\\\"', '\\"1e-05', 7e-05]):
+        assert fast_text(value) == json_text(value)
+        assert fast_texts([value, 1e-05, "1e-05"]) == [json_text(value), "1e-05", '"1e-05"']
+
+
 def test_floats_of_every_exponent_are_written_as_repr_writes_them():
     rng = random.Random(seed())
     numbers = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(20000)]

@@ -128,8 +128,8 @@ class InspectImporter:
                 environments.setdefault(log.task, _environment(log))
                 for label, load in session.guard(log.samples):
                     with session.record():
-                        sample, raw_events = load()
-                        row, steps, moved = _episode(sample, log, agent, label, raw_events)
+                        sample, raw_events, finite = load()
+                        row, steps, moved = _episode(sample, log, agent, label, raw_events, finite=finite)
                         reordered.update(moved)
                         session.add_episode(row, steps)
                         scores.add(row)
@@ -267,9 +267,11 @@ def _missing_samples(session: ImportSession, log: InspectLog, planned: int | Non
 
 
 def _episode(
-    sample: Any, log: InspectLog, agent: str, label: str, raw_events: list[str] | None = None
+    sample: Any, log: InspectLog, agent: str, label: str, raw_events: list[str] | None = None, *,
+    finite: bool = False,
 ) -> tuple[dict[str, Any], StepBuffer, int]:
-    """One episode row and its steps; `raw_events` is the source JSON text of `sample["events"]`."""
+    """One episode row and its steps; `raw_events` is the source JSON text of `sample["events"]`;
+    `finite`: the sample is known to hold no NaN or Infinity float."""
     file = str(log.path)
     probe = StepBuffer("", file=file, record=label)
     if not isinstance(sample, dict):
@@ -296,7 +298,7 @@ def _episode(
     if events:
         if not isinstance(events, list):
             raise steps.error("events is not a list")
-        moved = add_events(steps, events, attachments, pool, raw_events)
+        moved = add_events(steps, events, attachments, pool, raw_events, finite=finite)
     elif messages:
         if not isinstance(messages, list):
             raise steps.error("messages is not a list")
@@ -357,7 +359,7 @@ def _episode(
         deferred.append("meta.sample")
     if deferred:
         values = [row[column] for column in deferred]
-        for column, value, got in zip(deferred, values, fast_texts(values) or [None] * len(values), strict=True):
+        for column, value, got in zip(deferred, values, fast_texts(values, finite=finite) or [None] * len(values), strict=True):
             row[column] = text(value) if got is None else got  # fast_texts gives `text`'s text, or None
     return row, steps, moved
 

@@ -171,7 +171,7 @@ class _Timeline:
 
 def add_events(
     steps: StepBuffer, events: list[Any], attachments: dict[str, str], pool: list[Any] | None = None,
-    raw: list[str] | None = None,
+    raw: list[str] | None = None, *, finite: bool = False,
 ) -> Counter[str]:
     """Append one or two steps per event (see the module table), in time order, nested by
     their spans (inspect_spans); returns counts: `moved` (steps that the log had written out
@@ -179,13 +179,14 @@ def add_events(
     message pool (`events_data.messages`, or `message_pool` of format 3) that model events'
     `input_refs` index. `raw`, when given, is each event's source JSON text: it is the
     payload as it is (re-serialising every event was a third of an import's time), except
-    where it may hold a NaN/Infinity literal, which JSON text cannot (then as `text`)."""
+    where it may hold a NaN/Infinity literal, which JSON text cannot (then as `text`). `finite`:
+    the events are known to hold no NaN or Infinity float (none of their texts can hold one)."""
     line = _Timeline(steps)
     texts: list[str] | list[str | None] | None = raw
     if raw is None or len(raw) != len(events):
         # no source texts (a .json log): the payloads' texts, all in one encoding (fast_texts
         # gives exactly what `json_text(ev)` below gives, or None for that one)
-        texts = fast_texts(events)
+        texts = fast_texts(events, finite=finite)
     labels: list[str] | None = None  # each event's place, once older subtasks' events are spliced in
     if any(map(_holds_events, events)):
         events, texts, labels = _splice(events, texts)
@@ -212,7 +213,7 @@ def add_events(
             raise steps.error(f"{_where(at)} is not an Inspect event (no `event` type)")
         line.span = nesting.of(ev, kind)
         source = texts[i] if texts is not None else None
-        ok = source is not None and "NaN" not in source and "Infinity" not in source
+        ok = source is not None and (finite or ("NaN" not in source and "Infinity" not in source))
         payload = source if ok else None if kind == "tool" else json_text(ev)  # a tool event's is built below
         stamp = ev.get("timestamp")
         t = None if stamp is None else _time(steps, stamp, at)

@@ -4,7 +4,8 @@
 `results`, `stats`, `status`) and `samples`, an iterator of (record label, loader):
 the loader parses the sample when called, so a bad sample is one malformed record, and
 returns it with the source JSON text of each of its events (a `.eval` member's own
-bytes, kept as the steps' payloads instead of re-serialised; None for `.json` logs).
+bytes, kept as the steps' payloads instead of re-serialised; None for `.json` logs) and
+whether it is known to hold no NaN or Infinity float (its source has no such literal).
 
 A `.eval` archive goes through `SafeZip` (member count, sizes and compression ratio
 capped before anything is decompressed; nothing is extracted; stored, deflate and zstd
@@ -54,7 +55,7 @@ MAX_SAMPLE_BYTES = 512 * 1024**2
 _SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_([0-9]{1,18})\.json$")
 _KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 
-Samples = Iterator[tuple[str, Callable[[], tuple[Any, list[str] | None]]]]
+Samples = Iterator[tuple[str, Callable[[], tuple[Any, list[str] | None, bool]]]]
 _CONSTANT_TEXT = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
@@ -164,10 +165,12 @@ def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
     return int(m.group(2)), ((0, int(sid)) if numeric else (1, sid))  # type: ignore[union-attr]
 
 
-def _member_json(archive: SafeZip, file: str, member: str) -> tuple[Any, list[str] | None]:
-    """A sample and the JSON text of each of its events (kept as the steps' payloads)."""
+def _member_json(archive: SafeZip, file: str, member: str) -> tuple[Any, list[str] | None, bool]:
+    """A sample, the JSON text of each of its events (kept as the steps' payloads), and whether
+    it holds no NaN or Infinity float (the strict decoder reads only those literals as such)."""
     data = archive.read(member, budget=MAX_SAMPLE_BYTES, what="one Inspect sample")
-    return parse_json_items(data, file, member, key="events", constants=True)
+    value, items = parse_json_items(data, file, member, key="events", constants=True)
+    return value, items, b"NaN" not in data and b"Infinity" not in data
 
 
 def _json(data: bytes, file: str, member: str) -> Any:
@@ -203,7 +206,7 @@ def _open_json(path: Path, stack: list[Any]) -> InspectLog:
 
 def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> Samples:
     for index, sample in stream.array_items(label="samples[{}]"):
-        yield f"samples[{index}]", partial(_value, sample)
+        yield f"samples[{index}]", partial(_value, sample, stream.finite)
     for key in keys:  # members after `samples` (e.g. reductions) are read for completeness
         header[key] = stream.read_value()
     stream.end()
@@ -218,11 +221,11 @@ def _second_pass(path: Path, stack: list[Any]) -> Samples:
             stream.skip_value()
             continue
         for index, sample in stream.array_items(label="samples[{}]"):
-            yield f"samples[{index}]", partial(_value, sample)
+            yield f"samples[{index}]", partial(_value, sample, stream.finite)
 
 
-def _value(value: Any) -> tuple[Any, None]:
-    return value, None
+def _value(value: Any, finite: bool) -> tuple[Any, None, bool]:
+    return value, None, finite
 
 
 def open_log(path: Path, session: ImportSession) -> InspectLog:

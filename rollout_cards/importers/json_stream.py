@@ -198,6 +198,9 @@ class JsonStream:
         self._fast = fast  # objects and arrays decoded by jsondoc.fast_container where it is exact
         self._window = _MIN_WINDOW
         self._head = b""  # the file's first bytes: a failure there may be a compressed file
+        #: whether the last value `read_value` gave was decoded by msgspec, which refuses NaN and
+        #: Infinity: it then holds no non-finite float (a reader may skip looking for one)
+        self.finite = False
 
     # -- buffer ---------------------------------------------------------------------
     def _error(self, message: str) -> SourceFormatError:
@@ -267,7 +270,9 @@ class JsonStream:
                     if end - start > self._max:
                         self._grow(start, held=end - start)  # raises: over the cap
                     self._pos = end
+                    self.finite = True
                     return value
+            self.finite = False
             try:
                 value, end = self._decoder.raw_decode(self._buf, start)
             except json.JSONDecodeError as exc:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -69,6 +70,15 @@ def test_syntax_error_gives_the_character_offset():
 def test_nan_is_refused():
     with pytest.raises(SourceFormatError, match="NaN"):
         _items(b"[1, NaN]")
+
+
+def test_finite_says_whether_the_value_can_hold_a_nan():
+    # msgspec (the fast path) refuses NaN and Infinity, so a value it decoded holds none; the strict
+    # decoder with `constants` reads them, so its values may
+    stream = JsonStream(io.BytesIO(b'[{"a": [1.5, null]}, {"a": NaN}, {"b": 2}, "text"]'), "f.json", constants=True)
+    seen = [(value, stream.finite) for _, value in stream.array_items()]
+    assert [finite for _, finite in seen] == [True, False, True, False]
+    assert math.isnan(seen[1][0]["a"])
 
 
 def test_trailing_data_is_refused():
