@@ -458,12 +458,18 @@ def iter_records(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) 
         yield "document", value
 
 
-def read_document(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS, record: str | None = "document") -> Any:
+def read_document(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS, record: str | None = "document",
+                  data: bytes | None = None) -> Any:
     """The one JSON value `path` holds (a trajectory, a report), streamed with the strict decoder.
 
     Errors name the file and `record`; a value longer than `max_value_chars` is refused
-    before it is buffered, and anything but whitespace after the value is an error.
+    before it is buffered, and anything but whitespace after the value is an error. `data`:
+    the file's bytes, when the caller has read them (to hash them too): decoded whole by
+    msgspec where that gives the strict decoder's value (`jsondoc.fast_decode`), else the
+    file is streamed as without them, so an error is the stream's own.
     """
+    if data is not None and len(data) <= max_value_chars and (value := fast_decode(data)) is not MISS:
+        return value
     with open(path, "rb") as fh:
         stream = JsonStream(fh, str(path), max_value_chars=max_value_chars)
         stream.record = record

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
-from ..jsondoc import MISS, fast_decode
+from ..jsondoc import MISS, fast_decode, fast_texts
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import read_document, reject_constant
@@ -43,6 +44,8 @@ __all__ = ["MessageCounts", "MiniSweAgentImporter", "add_messages", "check_traje
 
 _MAX_FILE_CHARS = 512 * 1024 * 1024
 _MAX_YAML_BYTES = 64 * 1024 * 1024
+#: Trajectories up to this size are read whole (msgspec decodes up to 16 MiB at once, jsondoc).
+_WHOLE_BYTES = 16 * 1024 * 1024
 _SELECTOR_IDS = 50
 _MSG_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "extra"))
 #: Keys of a model response kept in the step payload (its `choices` repeat the message).
@@ -77,9 +80,10 @@ class MiniSweAgentImporter:
             if path.is_dir():
                 _import_dir(session, state, path, request.url(index), request.agent)
             else:
-                session.add_source(path, self.name, request.url(index))
+                data = _read_whole(path)
+                session.add_source(path, self.name, request.url(index), data=data)
                 with session.record():
-                    _import_traj(session, state, path, request.agent, None, None, path.name)
+                    _import_traj(session, state, path, data, request.agent, None, None, path.name)
         if session.episodes_written:
             state.finish(session)
 
@@ -218,9 +222,10 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
         who = default_agent or (pred.get("model_name_or_path") if pred else None)
         if iid in trajs:
             path = trajs[iid]
-            session.add_source(path, "mini-swe-agent", None)
+            data = _read_whole(path)
+            session.add_source(path, "mini-swe-agent", None, data=data)
             with session.record():
-                got = _import_traj(session, state, path, who, statuses.get(iid), pred, f"{root.name}/{iid}")
+                got = _import_traj(session, state, path, data, who, statuses.get(iid), pred, f"{root.name}/{iid}")
                 planned_here.append((iid, got))
             continue
         who = who or root.name
@@ -282,9 +287,19 @@ def _patch(session: ImportSession, row: dict[str, Any], pred: dict[str, Any] | N
 
 
 # -- one trajectory ------------------------------------------------------------------------------------
-def _import_traj(session: ImportSession, state: _State, path: Path, agent: str | None, listed: str | None,
-                 pred: dict[str, Any] | None, label: str) -> str:
-    doc = read_document(path, max_value_chars=_MAX_FILE_CHARS)
+def _read_whole(path: Path) -> bytes | None:
+    """A trajectory's bytes, read once to be hashed and decoded; None for a file over
+    `_WHOLE_BYTES` (hashed and decoded as streams)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read() if os.fstat(fh.fileno()).st_size <= _WHOLE_BYTES else None
+    except OSError as exc:  # as ImportSession.add_source says it
+        raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+
+
+def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes | None, agent: str | None,
+                 listed: str | None, pred: dict[str, Any] | None, label: str) -> str:
+    doc = read_document(path, max_value_chars=_MAX_FILE_CHARS, data=data)
     probe = StepBuffer("", file=str(path), record=label)
     if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict) or not isinstance(doc.get("messages"), list):
         raise probe.error("is not a mini-swe-agent trajectory (an object with info and messages)")
@@ -372,114 +387,145 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
     Tool calls link to their results by id; usage and cost go on the first step of each model
     message. Returns (input, output) tokens summed over the assistant messages, or None when
     one of them lacks usage (or there is none): the run's total is then unknown.
+
+    The steps are gathered as tuples and handed to the StepBuffer as columns
+    (`StepBuffer.extend`, payloads encoded in one go): the same steps, and the same first
+    error, as adding them one by one.
     """
     tokens_in = tokens_out = 0
     complete = True
     answered = False  # no assistant message at all (a first call that failed): the usage is unknown
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if type(msg) is not dict:
-            raise steps.error(f"{where} is not an object")
-        role = msg.get("role")
-        if type(role) is not str:
-            raise steps.error(f"{where} has no role")
-        content = msg.get("content")
-        if isinstance(content, list):  # content parts
-            content = "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-        elif content is not None and type(content) is not str:
-            raise steps.error(f"{where}.content is not text")
-        extra = msg.get("extra")
-        if extra is not None and type(extra) is not dict:
-            raise steps.error(f"{where}.extra is not an object")
-        extra = dict(extra or {})
-        t = _time(steps, extra.pop("timestamp", None), where)
-        payload = {k: v for k, v in msg.items() if k not in _MSG_KEYS and v is not None}
-        if isinstance(msg.get("content"), list):
-            payload["content"] = msg["content"]
-        if role == "exit":
-            status = terminal_state(str(extra.get("exit_status", "")))
-            kind = {"completed": "state", "limit": "limit"}.get(status, "error")
-            extra.pop("submission", None)  # the episode's patch artifact
-            extra.pop("traceback", None)  # the episode's error_traceback
-            extra.pop("exception_str", None)  # the episode's error_message
-            steps.add(kind, role="exit", name=str(extra.pop("exit_status", "")) or None, content=content, t=t,
-                      payload={**payload, **extra} or None)
-            continue
-        if role == "tool" and msg.get("tool_call_id") is not None:
-            call_id = msg["tool_call_id"]
-            if type(call_id) is not str:
-                raise steps.error(f"{where}.tool_call_id is not a string")
-            raw = extra.get("raw_output")
-            if isinstance(raw, str) and content is not None and raw in content:
-                del extra["raw_output"]  # already in the content, verbatim
-            returncode = extra.get("returncode")
-            is_error = bool(extra.get("exception_info")) or (type(returncode) is int and returncode != 0)
-            steps.tool_result(call_id, content, role="tool", t=t, is_error=is_error, payload={**payload, **extra} or None)
-            continue
-        response = extra.pop("response", None)
-        t_in = t_out = None
-        if isinstance(response, dict):
-            usage = response.get("usage")
-            if isinstance(usage, dict):
-                t_in = integer(steps, usage.get("prompt_tokens"), f"{where}.extra.response.usage.prompt_tokens")
-                t_out = integer(steps, usage.get("completion_tokens"), f"{where}.extra.response.usage.completion_tokens")
-            if "choices" in response:
-                counts.response_choices += 1
-                choices = response.get("choices")
-                if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-                    extra["finish_reason"] = choices[0].get("finish_reason")
-            extra["response"] = {k: response[k] for k in _RESPONSE_KEEP if k in response}
-        elif response is not None:
-            extra["response"] = response
-        cost = extra.pop("cost", None)
-        cost = number(steps, cost, f"{where}.extra.cost")
-        if cost == 0.0 and (t_in or t_out):
-            cost = None
-            counts.unpriced_steps += 1
-        if role == "assistant":
-            answered = True
-            if t_in is None or t_out is None:
-                complete = False
-            else:
-                tokens_in += t_in
-                tokens_out += t_out
-        reasoning = payload.get("provider_specific_fields")
-        if isinstance(reasoning, dict) and reasoning.get("reasoning_content") == payload.get("reasoning_content"):
-            reasoning = {k: v for k, v in reasoning.items() if k != "reasoning_content"}
-            if reasoning:
-                payload["provider_specific_fields"] = reasoning
-            else:
-                del payload["provider_specific_fields"]
-        actions = extra.get("actions")
-        if isinstance(actions, list) and msg.get("tool_calls") and all(
-                isinstance(a, dict) and a.keys() <= {"command", "tool_call_id"} for a in actions):
-            del extra["actions"]  # the parsed commands of the tool calls below, with their ids
-        body = {**payload, **extra} or None
-        fields = {"input_tokens": t_in, "output_tokens": t_out, "cost_usd": cost, "t": t}
-        calls = msg.get("tool_calls")
-        if content or not calls:
-            steps.add("message", role=role, content=content, payload=body, **fields)
-            body, fields = None, {"t": t}
-        if calls:
-            if type(calls) is not list:
-                raise steps.error(f"{where}.tool_calls is not a list")
-            for j, call in enumerate(calls):
-                fn = call.get("function") if type(call) is dict else None
-                if type(fn) is not dict or type(fn.get("name")) is not str or type(call.get("id")) is not str:
-                    raise steps.error(f"{where}.tool_calls[{j}] is not a tool call with a function name and an id")
-                arguments = fn.get("arguments")
-                rest = {k: v for k, v in call.items() if k not in ("id", "function", "type", "index")}
-                if type(arguments) is str:
-                    args = arguments
-                    if not _valid_json(arguments):
-                        args, rest["arguments"] = None, arguments
+    # One tuple per step: kind, t, role, name, call_id, content, args, is_error, input_tokens,
+    # output_tokens, cost_usd, payload (a dict, encoded at the end); `calls`: the tool calls
+    # and results, with the source's call ids.
+    out: list[tuple[Any, ...]] = []
+    put = out.append
+    calls: list[int] = []
+    try:
+        for i, msg in enumerate(messages):
+            where = f"messages[{i}]"
+            if type(msg) is not dict:
+                raise steps.error(f"{where} is not an object")
+            role = msg.get("role")
+            if type(role) is not str:
+                raise steps.error(f"{where} has no role")
+            content = msg.get("content")
+            if isinstance(content, list):  # content parts
+                content = "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+            elif content is not None and type(content) is not str:
+                raise steps.error(f"{where}.content is not text")
+            extra = msg.get("extra")
+            if extra is not None and type(extra) is not dict:
+                raise steps.error(f"{where}.extra is not an object")
+            extra = dict(extra or {})
+            t = _time(steps, extra.pop("timestamp", None), where)
+            payload = {k: v for k, v in msg.items() if k not in _MSG_KEYS and v is not None}
+            if isinstance(msg.get("content"), list):
+                payload["content"] = msg["content"]
+            if role == "exit":
+                status = terminal_state(str(extra.get("exit_status", "")))
+                kind = {"completed": "state", "limit": "limit"}.get(status, "error")
+                extra.pop("submission", None)  # the episode's patch artifact
+                extra.pop("traceback", None)  # the episode's error_traceback
+                extra.pop("exception_str", None)  # the episode's error_message
+                put((kind, t, "exit", str(extra.pop("exit_status", "")) or None, None, content, None, None, None, None,
+                     None, {**payload, **extra} or None))
+                continue
+            if role == "tool" and msg.get("tool_call_id") is not None:
+                call_id = msg["tool_call_id"]
+                if type(call_id) is not str:
+                    raise steps.error(f"{where}.tool_call_id is not a string")
+                raw = extra.get("raw_output")
+                if isinstance(raw, str) and content is not None and raw in content:
+                    del extra["raw_output"]  # already in the content, verbatim
+                returncode = extra.get("returncode")
+                is_error = bool(extra.get("exception_info")) or (type(returncode) is int and returncode != 0)
+                calls.append(len(out))
+                put(("tool_result", t, "tool", None, call_id, content, None, is_error, None, None, None,
+                     {**payload, **extra} or None))
+                continue
+            response = extra.pop("response", None)
+            t_in = t_out = None
+            if isinstance(response, dict):
+                usage = response.get("usage")
+                if isinstance(usage, dict):
+                    t_in = integer(steps, usage.get("prompt_tokens"), f"{where}.extra.response.usage.prompt_tokens")
+                    t_out = integer(steps, usage.get("completion_tokens"),
+                                    f"{where}.extra.response.usage.completion_tokens")
+                if "choices" in response:
+                    counts.response_choices += 1
+                    choices = response.get("choices")
+                    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+                        extra["finish_reason"] = choices[0].get("finish_reason")
+                extra["response"] = {k: response[k] for k in _RESPONSE_KEEP if k in response}
+            elif response is not None:
+                extra["response"] = response
+            cost = extra.pop("cost", None)
+            cost = number(steps, cost, f"{where}.extra.cost")
+            if cost == 0.0 and (t_in or t_out):
+                cost = None
+                counts.unpriced_steps += 1
+            if role == "assistant":
+                answered = True
+                if t_in is None or t_out is None:
+                    complete = False
                 else:
-                    args = None if arguments is None else json_text(arguments)
-                if body:
-                    rest = {**body, **rest}
-                steps.tool_call(fn["name"], args, call["id"], role=role, payload=rest or None, **fields)
-                body, fields = None, {"t": t}
+                    tokens_in += t_in
+                    tokens_out += t_out
+            reasoning = payload.get("provider_specific_fields")
+            if isinstance(reasoning, dict) and reasoning.get("reasoning_content") == payload.get("reasoning_content"):
+                reasoning = {k: v for k, v in reasoning.items() if k != "reasoning_content"}
+                if reasoning:
+                    payload["provider_specific_fields"] = reasoning
+                else:
+                    del payload["provider_specific_fields"]
+            actions = extra.get("actions")
+            tool_calls = msg.get("tool_calls")
+            if isinstance(actions, list) and tool_calls and all(
+                    isinstance(a, dict) and a.keys() <= {"command", "tool_call_id"} for a in actions):
+                del extra["actions"]  # the parsed commands of the tool calls below, with their ids
+            body = {**payload, **extra} or None
+            if content or not tool_calls:
+                put(("message", t, role, None, None, content, None, None, t_in, t_out, cost, body))
+                body = t_in = t_out = cost = None
+            if tool_calls:
+                if type(tool_calls) is not list:
+                    raise steps.error(f"{where}.tool_calls is not a list")
+                for j, call in enumerate(tool_calls):
+                    fn = call.get("function") if type(call) is dict else None
+                    if type(fn) is not dict or type(fn.get("name")) is not str or type(call.get("id")) is not str:
+                        raise steps.error(f"{where}.tool_calls[{j}] is not a tool call with a function name and an id")
+                    arguments = fn.get("arguments")
+                    rest = {k: v for k, v in call.items() if k not in ("id", "function", "type", "index")}
+                    if type(arguments) is str:
+                        args = arguments
+                        if not _valid_json(arguments):
+                            args, rest["arguments"] = None, arguments
+                    else:
+                        args = None if arguments is None else json_text(arguments)
+                    if body:
+                        rest = {**body, **rest}
+                    calls.append(len(out))
+                    put(("tool_call", t, role, fn["name"], call["id"], None, args, None, t_in, t_out, cost, rest or None))
+                    body = t_in = t_out = cost = None
+    except SourceFormatError:
+        _extend(steps, out, calls)  # a bad step before the bad message fails first, as step by step
+        raise
+    _extend(steps, out, calls)
     return (tokens_in, tokens_out) if complete and answered else None
+
+
+def _extend(steps: StepBuffer, out: list[tuple[Any, ...]], calls: list[int]) -> None:
+    """Append `add_messages`' step tuples to `steps` as columns, the payloads encoded in one go."""
+    if not out:
+        return
+    kind, t, role, name, call_id, content, args, is_error, t_in, t_out, cost, payload = zip(*out, strict=True)
+    texts = fast_texts(list(payload))  # json_text's texts, or None where StepBuffer encodes the dict itself
+    if texts is not None:
+        payload = [p if text is None else text for p, text in zip(payload, texts, strict=True)]
+    none = (None,) * len(out)
+    steps.extend((kind, t, role, none, name, call_id, content, args, is_error, t_in, t_out, cost, payload, none,
+                  none), calls)
 
 
 def _valid_json(text_: str) -> bool:

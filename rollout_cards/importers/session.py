@@ -26,6 +26,7 @@ selector over too many ids) and the reason says so.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import uuid
@@ -184,12 +185,16 @@ class ImportSession:
         self._done = False
 
     # -- provenance, plan, notes ---------------------------------------------------------
-    def add_source(self, path: Path, format: str, url: str | None = None) -> SourceFile:
-        """Hash a source file and record it in provenance (name only, no local directories)."""
-        try:
-            sha, size = sha256_file(path)
-        except OSError as exc:
-            raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+    def add_source(self, path: Path, format: str, url: str | None = None, *, data: bytes | None = None) -> SourceFile:
+        """Hash a source file and record it in provenance (name only, no local directories);
+        `data`: the file's bytes, when the importer has read them (hashed, not read again)."""
+        if data is not None:
+            sha, size = hashlib.sha256(data).hexdigest(), len(data)
+        else:
+            try:
+                sha, size = sha256_file(path)
+            except OSError as exc:
+                raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
         source = SourceFile(name=path.name, format=format, sha256=sha, bytes=size, url=url)
         self._sources.append(source)
         return source

@@ -170,6 +170,32 @@ def test_read_document_equals_json_loads(tmp_path_factory, value):
     assert read_document(path) == json.loads(path.read_text(encoding="utf-8"))
 
 
+_MUTATIONS = [b"", b"{", b"}", b"]", b",", b'"', b"\\", b"\\ud800", b"NaN", b"1e999", b"12345678901234567890",
+              b"\xff", b"\xed\xa0\x80", b"\xef\xbb\xbf", b" x"]
+
+
+@given(json_values, st.integers(0, 200), st.sampled_from(_MUTATIONS), st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_read_document_given_the_bytes_is_the_streamed_read(tmp_path_factory, value, at, insert, whole):
+    """`data=` (msgspec on the bytes the caller read) gives what the streamed strict read gives:
+    the same value as json.loads, or the same error, for valid and broken documents alike."""
+    data = json.dumps(value, indent=1, ensure_ascii=False).encode()
+    if not whole:
+        data = data[:at] + insert + data[at:]
+    path = tmp_path_factory.mktemp("doc") / "d.json"
+    path.write_bytes(data)
+    try:
+        want = read_document(path, max_value_chars=10_000)
+    except SourceFormatError as exc:
+        with pytest.raises(SourceFormatError) as got:
+            read_document(path, max_value_chars=10_000, data=data)
+        assert (str(got.value), got.value.record) == (str(exc), exc.record)
+        return
+    assert read_document(path, max_value_chars=10_000, data=data) == want
+    if whole:
+        assert want == json.loads(data)
+
+
 @pytest.mark.parametrize(("text", "message", "record"), [
     ('{"a": 1} {"b": 2}', "after the end of the JSON document at character 9", None),  # a file-level error
     ('{"a": [1, 2', "truncated", "instance x"), ('{"a": "' + "x" * 300 + '"}', "refusing to buffer", "instance x")])

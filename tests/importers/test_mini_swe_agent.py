@@ -154,3 +154,40 @@ def test_a_symlinked_trajectory_is_not_followed(tmp_path):
     (root / "a" / "a.traj.json").symlink_to(outside)
     with pytest.raises(SourceFormatError, match="symbolic link"):
         run_import("mini-swe-agent", [root], tmp_path / "card")
+
+
+def _call(call_id, **extra):
+    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}, **extra}
+
+
+def _with_calls(*messages):
+    return [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
+            {"role": "assistant", "content": "", "tool_calls": [_call("c1")], "extra": {"timestamp": 1.0e9}},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok", "extra": {"returncode": 0}}, *messages]
+
+
+@pytest.mark.parametrize(("messages", "message"), [
+    (_with_calls("x"), "messages[4] is not an object"),
+    (_with_calls({"content": "hi"}), "messages[4] has no role"),
+    (_with_calls({"role": "user", "content": 5}), "messages[4].content is not text"),
+    (_with_calls({"role": "user", "content": "a", "extra": []}), "messages[4].extra is not an object"),
+    (_with_calls({"role": "user", "content": "a", "extra": {"timestamp": "now"}}),
+     "messages[4].extra.timestamp 'now' is not a time in epoch seconds"),
+    (_with_calls({"role": "assistant", "content": "", "tool_calls": "ls"}), "messages[4].tool_calls is not a list"),
+    (_with_calls({"role": "assistant", "content": "a", "tool_calls": [{"function": {"name": "bash"}}]}),
+     "messages[4].tool_calls[0] is not a tool call with a function name and an id"),
+    (_with_calls({"role": "assistant", "content": "a", "extra": {"response": {"usage": {"prompt_tokens": -1}}}}),
+     "messages[4].extra.response.usage.prompt_tokens is -1, which is not between 0 and"),
+    (_with_calls({"role": "assistant", "content": "a", "extra": {"cost": "1"}}), "messages[4].extra.cost is '1', not a number"),
+    (_with_calls({"role": "tool", "tool_call_id": 5, "content": "a"}), "messages[4].tool_call_id is not a string"),
+    # A step the StepBuffer refuses (a reused call id whose payload names another source id) comes
+    # before a bad message after it: the first error in the file's order is the one raised.
+    (_with_calls({"role": "assistant", "content": "", "tool_calls": [_call("c1", source_call_id="c9")]}, "x"),
+     "step 4: payload.source_call_id is 'c9', but the source call id is 'c1'"),
+])
+def test_a_bad_message_is_an_error_naming_the_file_the_instance_and_the_message(tmp_path, messages, message):
+    root = _write_run(tmp_path / "run", {"Submitted": ["a"]}, {"a": _traj("a", "Submitted", messages)}, {})
+    with pytest.raises(SourceFormatError) as err:
+        run_import("mini-swe-agent", [root], tmp_path / "card")
+    assert message in str(err.value)
+    assert (err.value.file, err.value.record) == (str(root / "a" / "a.traj.json"), "a")
