@@ -228,7 +228,7 @@ def _readable_metavars(command: Any) -> Any:
             continue
         if getattr(param, "is_flag", False) or getattr(param, "is_bool_flag", False):
             param.metavar = ""
-        elif getattr(param, "multiple", False) or param.nargs == -1:
+        elif (getattr(param, "multiple", False) or param.nargs == -1) and hasattr(param, "display_type"):
             inner = param.display_type(ctx).removeprefix("<list[").removesuffix("]>").lower()
             if isinstance(param, typer.core.TyperArgument):
                 # An argument's metavar would rename it in the usage line; override its type label.

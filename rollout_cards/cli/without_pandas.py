@@ -16,14 +16,15 @@ pandas entry points (`to_pandas`, `from_pandas`) import pandas again on first us
 from __future__ import annotations
 
 import sys
-from importlib.abc import MetaPathFinder
 from typing import Any
 
 __all__ = ["block", "unblock"]
 
 
-class _PandasMissing(MetaPathFinder):
-    """Answers an import of `pandas` with ImportError before any other finder runs."""
+class _PandasMissing:
+    """Answers an import of `pandas` with ImportError before any other finder runs (a
+    meta path finder needs only `find_spec`; importlib.abc would load importlib.resources,
+    tempfile and random for nothing)."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:  # noqa: ARG002
         if fullname == "pandas":
