@@ -46,6 +46,7 @@ __all__ = [
     "Drop",
     "DropAction",
     "FileEntry",
+    "MAX_RULE_BYTES",
     "MAX_RULE_ID",
     "Inventory",
     "PersonalData",
@@ -65,6 +66,8 @@ CARD_ID = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
 MAX_RULE_ID = 128
 RULE_ID = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$",
                                max_length=MAX_RULE_ID)]
+#: A rule file larger than this is refused before it is parsed (a rule is a short document).
+MAX_RULE_BYTES = 1024 * 1024
 
 
 #: The longest file or directory name (in UTF-8 bytes) the common file systems store (NAME_MAX):

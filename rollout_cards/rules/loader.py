@@ -18,15 +18,13 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import ExpressionError, RuleError
 from ..expr import parse_expression
+from ..model.card import MAX_RULE_BYTES
 from ..model.rule import Rule
 from ..regular_files import NotRegularFileError, open_regular
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from ..yamldoc import dotted as _dotted
 
 __all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "load_rule", "parse_rule"]
-
-#: Rule files larger than this are refused before they are parsed.
-MAX_RULE_BYTES = 1024 * 1024
 
 _Path = YamlPath
 

@@ -23,14 +23,12 @@ from ..errors import (
     TableSchemaError,
 )
 from ..io.reader import Card
+from ..model.card import MAX_RULE_BYTES
 from .context import CheckContext
 from .layout import MANIFEST
 from .report import excerpt
 
 __all__ = ["MAX_RULE_BYTES", "check_replay", "check_rule_files", "load_rule_yaml"]
-
-#: A rule file larger than this is refused before it is read.
-MAX_RULE_BYTES = 1024 * 1024
 
 
 def load_rule_yaml(text: str) -> Any:
