@@ -85,6 +85,11 @@ class PowerReport:
         }
 
 
+#: Pairs of groups one power analysis compares at most: all pairs of G groups are G(G-1)/2
+#: (10,000 groups: 50 million, which ran out of memory).
+MAX_POWER_PAIRS = 10_000
+
+
 def _rule_of(source: Rule | str | os.PathLike[str]) -> tuple[Rule, str | None]:
     return (source, None) if isinstance(source, Rule) else (load_rule(source), str(source))
 
@@ -131,6 +136,13 @@ def power_analysis(
             raise RuleError(f"no group matches the baseline {spec.compare.baseline}", file=file, key="compare.baseline")
         pairs = [(g, base) for g in range(len(labels)) if g != base]
     else:
+        n_pairs = len(labels) * (len(labels) - 1) // 2
+        if n_pairs > MAX_POWER_PAIRS:
+            raise RuleError(
+                f"power analysis without compare.baseline compares every pair of the {len(labels):,} groups "
+                f"({n_pairs:,} pairs), more than the {MAX_POWER_PAIRS:,} it computes; add compare.baseline to the "
+                "rule (each group against one baseline) or select fewer groups",
+                file=file, key="aggregate.group_by")
         pairs = list(combinations(range(len(labels)), 2))
     if not pairs:
         raise RuleError(

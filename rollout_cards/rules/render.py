@@ -284,6 +284,9 @@ def _document(
         parts += [
             heading(f"ranks ({level:.0%} bootstrap rank intervals over the unit; tied sets from pairwise intervals)"),
             table(_RANKING_HEADER, rankings),
+            # Why an interval is '-' (strata, too many groups, a statistic without one), per rule.
+            *(f"{r.rule}: rank intervals {r.details['rank_interval']}" for r in report.rankings
+              if str(r.details.get("rank_interval", "")).startswith("not computed")),
             "",
         ]
     mismatched = [c for c in report.reported if not c.ok]

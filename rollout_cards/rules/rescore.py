@@ -31,7 +31,12 @@ from .loader import declared_rules, load_rule
 from .replay import check_reported
 from .results import RankChange, Ranking, RescoreReport, RuleDifference, RuleRun
 
-__all__ = ["rescore"]
+__all__ = ["MAX_RANKED_GROUPS", "rescore"]
+
+#: A rule with more groups than this gets point ranks only: rank intervals, tied sets and the
+#: swaps behind a rank change compare groups pairwise, and a rule grouping by 10,000 agents
+#: ran for hours (each pair an interval, each group a pass over the observations).
+MAX_RANKED_GROUPS = 100
 
 RuleSource = Rule | str | os.PathLike[str]
 
@@ -346,7 +351,9 @@ class _Order:
         sign = -1.0 if self.higher else 1.0
         self.order = sorted(self.values, key=lambda k: (sign * self.values[k], tuple(map(str, k))))
         self._pairs: dict[tuple[Any, Any], Interval] = {}
+        self._units: dict[tuple[Any, ...], UnitStats] = {}
         self.rankable = len(self.order) >= 2 and run.observations is not None
+        self.too_many = len(self.order) > MAX_RANKED_GROUPS
 
     def rank_among(self, keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], int]:
         """1-based positions of `keys` in this rule's order (best first)."""
@@ -354,8 +361,10 @@ class _Order:
         return {k: i + 1 for i, k in enumerate(k for k in self.order if k in wanted)}
 
     def units(self, key: tuple[Any, ...]) -> UnitStats:
-        obs = self.run.observations
-        return unit_stats_on(obs, _group_code(obs, key), list(obs.unit))
+        if key not in self._units:
+            obs = self.run.observations
+            self._units[key] = unit_stats_on(obs, _group_code(obs, key), list(obs.unit))
+        return self._units[key]
 
     def between(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> Interval:
         """Interval of value(a) − value(b) under this rule (paired on its unit when shared)."""
@@ -383,7 +392,10 @@ class _Order:
             "level": interval_spec.level,
         }
         low = high = None
-        if self.spec.aggregate.strata:
+        if self.too_many:
+            skipped = f"not computed: {len(self.order):,} groups, more than the {MAX_RANKED_GROUPS} ranked with intervals"
+            details["rank_interval"] = details["tied_sets"] = skipped
+        elif self.spec.aggregate.strata:
             details["rank_interval"] = "not computed for strata pooled with weights"
         else:
             try:
@@ -399,7 +411,7 @@ class _Order:
                 details.update(boot.details)
             except StatisticsError as exc:
                 details["rank_interval"] = f"not computed: {exc}"
-        sets = tied_sets(
+        sets = [] if self.too_many else tied_sets(
             list(range(len(self.order))),
             lambda i, j: self.separated(self.order[i], self.order[j]),
         )
@@ -431,8 +443,15 @@ def _rank_changes(alt: _Order, target: _Order) -> list[RankChange]:
     # Rank among the groups both rules rank, so a group missing on one side moves nothing.
     a_rank, b_rank = alt.rank_among(shared), target.rank_among(shared)
     out = []
+    assess = len(shared) <= MAX_RANKED_GROUPS  # the swaps' intervals are pairwise (see MAX_RANKED_GROUPS)
     for k in sorted(shared, key=lambda k: a_rank[k]):
         if a_rank[k] == b_rank[k]:
+            continue
+        if not assess:
+            out.append(RankChange(rule=alt.run.rule, against=target.run.rule, group=alt.heads[k].group,
+                                  rank=a_rank[k], against_rank=b_rank[k], value=alt.values[k],
+                                  against_value=target.values[k],
+                                  noise=f"not assessed ({len(shared):,} groups, more than {MAX_RANKED_GROUPS})"))
             continue
         swaps = []
         for j in shared:

@@ -89,6 +89,10 @@ def _matrices(
     return out, task_sets, obs.groups.labels
 
 
+#: Groups rliable's views are computed for at most (each pair of groups is a bootstrap).
+MAX_RLIABLE_GROUPS = 50
+
+
 def runs_tasks_view(
     card: Card | str | os.PathLike[str],
     rule: Rule | str | os.PathLike[str],
@@ -107,6 +111,12 @@ def runs_tasks_view(
         card = open_card(card)
     spec, file = _declared_or_loaded(card, rule)
     run = apply_rule(card, spec, file=file, keep_columns=[runs, tasks])
+    if run.observations is not None and run.observations.groups.size > MAX_RLIABLE_GROUPS:
+        raise RuleError(
+            f"rliable's views compare {run.observations.groups.size:,} groups, more than the {MAX_RLIABLE_GROUPS} they "
+            "are computed for (a bootstrap per group and per pair of groups: 10,000 groups ran for hours); select "
+            "the groups to compare (`select:` in the rule) or group more coarsely",
+            file=file, key="aggregate.group_by")
     mats, task_sets, labels = _matrices(run, runs, tasks, file)
     names = [dict(zip(spec.aggregate.group_by, label, strict=True)) for label in labels]
     opts = {"level": level, "n_resamples": resamples, "seed": seed, "task_bootstrap": task_bootstrap}
