@@ -23,7 +23,6 @@ caller wants, at most `max_kept_bytes` in all, and the names and kinds of all of
 from __future__ import annotations
 
 import os
-import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,16 +30,25 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import SourceFormatError
-from ..io.ustar import ArchiveLimits, name_problem
+from ..io.ustar import (
+    BLOCK,
+    KINDS,
+    ArchiveLimits,
+    PaxError,
+    checksum_matches,
+    header_number,
+    header_text,
+    name_problem,
+    padding,
+    pax_records,
+)
 from ..numbers import parse_decimal
 from .source_dir import regular_file
 
 __all__ = ["TarContents", "TarLimits", "read_tar_gz"]
 
-_BLOCK = 512
 _RAW_CHUNK = 1 << 16
-_KINDS = {b"0": "file", b"\x00": "file", b"7": "file", b"5": "dir", b"1": "hardlink", b"2": "symlink",
-          b"3": "device", b"4": "device", b"6": "fifo"}
+_KINDS = {**KINDS, b"7": "file"}  # a contiguous file (GNU tar writes it as a regular file) is read as one
 _REFUSED = {"hardlink": "a hard link", "symlink": "a symbolic link", "device": "a device file", "fifo": "a FIFO"}
 # pax keys that change where a member is or what it holds; others (times, owners, vendor keys) do not
 _PAX_USED = ("path", "size", "linkpath")
@@ -144,47 +152,6 @@ class _Gunzip:
             pass
 
 
-def _number(field_: bytes) -> int | None:
-    if field_[:1] == b"\x80":  # GNU base-256, big-endian
-        return int.from_bytes(field_[1:], "big")
-    if field_[:1] == b"\xff":
-        return None  # negative base-256
-    text = field_.split(b"\x00", 1)[0].strip(b" ")
-    if not text:
-        return 0
-    return int(text, 8) if re.fullmatch(rb"[0-7]+", text) else None
-
-
-def _checksum_ok(block: bytes) -> bool:
-    stored = _number(block[148:156])
-    unsigned = sum(block[:148]) + 256 + sum(block[156:])
-    signed = unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
-    return stored is not None and stored in (unsigned, signed)
-
-
-def _parse_pax(data: bytes) -> dict[str, str] | None:
-    records: dict[str, str] = {}
-    pos = 0
-    while pos < len(data):
-        space = data.find(b" ", pos, pos + 21)
-        length = parse_decimal(data[pos:space]) if space > pos else None
-        if length is None or length <= space - pos + 1 or pos + length > len(data) or data[pos + length - 1] != 10:
-            return None
-        key, sep, value = data[space + 1 : pos + length - 1].partition(b"=")
-        if not sep:
-            return None
-        try:
-            records[key.decode("utf-8")] = value.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        pos += length
-    return records
-
-
-def _name(raw: bytes) -> str:
-    return raw.split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
-
-
 def read_tar_gz(path: Path, name: str, *, want: Callable[[str], bool], limits: TarLimits = TarLimits()) -> TarContents:
     """The members of the tar.gz at `path` for which `want(name)` is true, read whole (module doc)."""
     regular_file(path, what="archive")
@@ -216,24 +183,24 @@ def _walk(stream: _Gunzip, name: str, want: Callable[[str], bool], limits: TarLi
 
     while True:
         at = stream.offset
-        block = stream.read(_BLOCK)
-        if len(block) < _BLOCK:
+        block = stream.read(BLOCK)
+        if len(block) < BLOCK:
             raise fail("the archive ends without its end-of-archive marker (truncated?)", at=at)
-        if block == bytes(_BLOCK):
+        if block == bytes(BLOCK):
             if long_name is not None or pax is not None:
                 raise fail("a long-name or pax header is not followed by a member", at=at)
-            if stream.read(_BLOCK).strip(b"\x00"):
+            if stream.read(BLOCK).strip(b"\x00"):
                 raise fail("has data after a single zero block (a corrupt end-of-archive marker)", at=at)
             return out  # what follows is padding; drain() reads it for the gzip check
-        if not _checksum_ok(block):
+        if not checksum_matches(block, signed=True, base256=True):
             raise fail("has a header with a wrong checksum (corrupt, or not a tar archive)", at=at)
         typeflag = block[156:157]
-        raw_size = _number(block[124:136])
+        raw_size = header_number(block[124:136], base256=True)
         if raw_size is None:
             raise fail("has a header whose size is not a number", at=at)
-        member = long_name if long_name is not None else _name(block[0:100])
+        member = long_name if long_name is not None else header_text(block[0:100])
         if long_name is None and block[257:263] == b"ustar\x00" and block[345]:
-            member = _name(block[345:500]) + "/" + member  # POSIX prefix field
+            member = header_text(block[345:500]) + "/" + member  # POSIX prefix field
         size = raw_size
         if pax is not None:
             member = pax.get("path", member)
@@ -250,13 +217,14 @@ def _walk(stream: _Gunzip, name: str, want: Callable[[str], bool], limits: TarLi
             data = stream.read(size)
             if len(data) < size:
                 raise fail("the archive ends inside a header (truncated?)", at=at)
-            stream.skip(-size % _BLOCK)
+            stream.skip(padding(size))
             if typeflag == b"L":
-                long_name = _name(data)
+                long_name = header_text(data)
             elif typeflag == b"x":
-                records = _parse_pax(data)
-                if records is None:
-                    raise fail("has a malformed pax header", at=at)
+                try:
+                    records = {key: value for key, value, _ in pax_records(data)}
+                except PaxError:
+                    raise fail("has a malformed pax header", at=at) from None
                 if any(k.startswith("GNU.sparse") for k in records):
                     raise fail("is a sparse file (GNU.sparse pax records), which is not read", member)
                 pax = {k: v for k, v in records.items() if k in _PAX_USED}
@@ -270,7 +238,7 @@ def _walk(stream: _Gunzip, name: str, want: Callable[[str], bool], limits: TarLi
         while member.startswith("./"):
             member = member[2:]
         if member in ("", ".", "./") and kind == "dir":
-            stream.skip(size + -size % _BLOCK)
+            stream.skip(size + padding(size))
             continue
         problem = name_problem(member, kind, name_limits)
         if problem is not None:
@@ -285,7 +253,7 @@ def _walk(stream: _Gunzip, name: str, want: Callable[[str], bool], limits: TarLi
             raise fail("appears twice in the archive (which copy is meant is ambiguous)", member)
         out.kinds[key] = kind
         if kind == "dir":
-            stream.skip(size + -size % _BLOCK)
+            stream.skip(size + padding(size))
             continue
         if want(key):
             if size > limits.max_member_bytes:
@@ -297,8 +265,8 @@ def _walk(stream: _Gunzip, name: str, want: Callable[[str], bool], limits: TarLi
                 raise fail(f"declares {size:,} bytes but the archive ends after {len(data):,} (truncated?)", member)
             kept += size
             out.members[key] = data
-            stream.skip(-size % _BLOCK)
+            stream.skip(padding(size))
         else:
-            got = stream.skip(size + -size % _BLOCK)
+            got = stream.skip(size + padding(size))
             if got < size:
                 raise fail(f"declares {size:,} bytes but the archive ends after {got:,} (truncated?)", member)

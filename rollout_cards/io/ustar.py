@@ -10,6 +10,11 @@ and refuses the constructs packed cards never contain (GNU long names, sparse
 files, global pax headers, unknown pax keys, data after the end-of-archive
 marker). Per-member safety (names, links, duplicates) is `member_problems`'s job,
 so a lenient reader can list hostile members without serving them.
+
+The header fields are read by one parser for every tar the project reads (packed cards
+here, source archives in `importers.tar_reader`): `header_number` (octal, or GNU
+base-256 where a reader allows it), `checksum_matches`, `header_text` and `pax_records`
+(the record framing of a pax extended header); each reader applies its own rules on top.
 """
 
 from __future__ import annotations
@@ -27,14 +32,20 @@ from ..numbers import parse_decimal
 
 __all__ = [
     "BLOCK",
+    "KINDS",
     "RECORD",
     "ArchiveLimits",
     "Member",
+    "PaxError",
+    "checksum_matches",
     "end_of_archive",
     "file_header",
+    "header_number",
+    "header_text",
     "member_problems",
     "name_problem",
     "padding",
+    "pax_records",
     "scan_members",
 ]
 
@@ -49,7 +60,8 @@ _OTHER_NUMBERS = (("mode", 100, 108), ("uid", 108, 116), ("gid", 116, 124), ("mt
                   ("devmajor", 329, 337), ("devminor", 337, 345))
 # Pax keys we accept: the two we write and metadata that changes nothing we read.
 _PAX_KEYS = frozenset({"path", "size", "mtime", "atime", "ctime", "uid", "gid", "uname", "gname"})
-_KINDS = {
+#: What each POSIX typeflag is (anything else: "other").
+KINDS = {
     b"0": "file", b"\x00": "file", b"5": "dir", b"1": "hardlink", b"2": "symlink",
     b"3": "device", b"4": "device", b"6": "fifo",
 }
@@ -178,7 +190,64 @@ def end_of_archive(written: int) -> bytes:
     return bytes(2 * BLOCK + padding(total, RECORD))
 
 
-# -- reading ---------------------------------------------------------------------------------
+# -- reading: the header fields (every tar reader of the project) ------------------------------
+
+
+def header_number(field: bytes, *, base256: bool = False) -> int | None:
+    """The number in a header's numeric field: octal digits, NUL- or space-padded (an empty
+    field is 0); with `base256`, also GNU's big-endian base-256 (first byte 0x80). None when
+    the field is neither (a negative base-256 number, any other text)."""
+    if base256 and field[:1] == b"\x80":
+        return int.from_bytes(field[1:], "big")
+    text = field.split(b"\x00", 1)[0].strip(b" ")
+    if not text:
+        return 0
+    return int(text, 8) if re.fullmatch(rb"[0-7]+", text) else None
+
+
+def checksum_matches(block: bytes, *, signed: bool = False, base256: bool = False) -> bool:
+    """Whether a header block's stored checksum is the sum of its bytes, the checksum field
+    counted as spaces; `signed`: the sum of its bytes as signed chars (old tars) also counts."""
+    stored = header_number(block[148:156], base256=base256)
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    if stored == unsigned:
+        return True
+    return signed and stored == unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
+
+
+def header_text(field: bytes) -> str:
+    """A NUL-terminated name field, undecodable bytes kept as surrogates."""
+    return field.split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+
+
+class PaxError(ValueError):
+    """A pax extended header whose records are not `<length> <key>=<value>\\n` in UTF-8."""
+
+
+def pax_records(data: bytes) -> Iterator[tuple[str, str, bytes]]:
+    """(key, value, value's bytes) of each record of a pax extended header, in order; PaxError,
+    saying what is wrong, at the first malformed record (after yielding the ones before it)."""
+    pos = 0
+    while pos < len(data):
+        space = data.find(b" ", pos, pos + 21)
+        length = parse_decimal(data[pos:space]) if space >= 0 else None
+        if length is None:
+            raise PaxError("pax header record has no valid length")
+        end = pos + length
+        if length <= space - pos + 1 or end > len(data) or data[end - 1 : end] != b"\n":
+            raise PaxError("pax header record length does not match its content")
+        key_raw, sep, value_raw = data[space + 1 : end - 1].partition(b"=")
+        if not sep:
+            raise PaxError("pax header record has no '='")
+        try:
+            key, value = key_raw.decode("utf-8"), value_raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PaxError("pax header record is not UTF-8") from None
+        yield key, value, value_raw
+        pos = end
+
+
+# -- reading packed cards ----------------------------------------------------------------------
 
 
 def _number(field: bytes, what: str, member: str) -> int:
@@ -186,42 +255,22 @@ def _number(field: bytes, what: str, member: str) -> int:
         raise UnsafeArchiveError(
             f"{what} uses GNU base-256 encoding, which packed cards never use", member=member, rule="bad-number"
         )
-    text = field.split(b"\x00", 1)[0].strip(b" ")
-    if not text:
-        return 0
-    if not re.fullmatch(rb"[0-7]+", text):
+    value = header_number(field)
+    if value is None:
         raise UnsafeArchiveError(f"{what} field is not an octal number", member=member, rule="bad-number")
-    return int(text, 8)
-
-
-def _cstring(field: bytes) -> bytes:
-    return field.split(b"\x00", 1)[0]
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
+    return value
 
 
 def _parse_pax(data: bytes, member: str, limits: ArchiveLimits) -> dict[str, str]:
     records: dict[str, str] = {}
-    pos = 0
-    while pos < len(data):
-        space = data.find(b" ", pos, pos + 21)
-        length = parse_decimal(data[pos:space]) if space >= 0 else None
-        if length is None:
-            raise UnsafeArchiveError("pax header record has no valid length", member=member, rule="pax-malformed")
-        end = pos + length
-        if length <= space - pos + 1 or end > len(data) or data[end - 1 : end] != b"\n":
-            raise UnsafeArchiveError("pax header record length does not match its content", member=member,
-                                     rule="pax-malformed")
-        key_value = data[space + 1 : end - 1]
-        if b"=" not in key_value:
-            raise UnsafeArchiveError("pax header record has no '='", member=member, rule="pax-malformed")
-        key_raw, value_raw = key_value.split(b"=", 1)
+    parsed = pax_records(data)
+    while True:
         try:
-            key, value = key_raw.decode("utf-8"), value_raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise UnsafeArchiveError("pax header record is not UTF-8", member=member, rule="pax-malformed") from None
+            key, value, value_raw = next(parsed)
+        except StopIteration:
+            return records
+        except PaxError as exc:
+            raise UnsafeArchiveError(str(exc), member=member, rule="pax-malformed") from None
         if key.startswith("GNU.sparse"):
             raise UnsafeArchiveError("GNU sparse files are not supported", member=member, rule="sparse")
         if key not in _PAX_KEYS:
@@ -231,11 +280,9 @@ def _parse_pax(data: bytes, member: str, limits: ArchiveLimits) -> dict[str, str
         if key == "path" and len(value_raw) > limits.max_name_bytes:
             raise UnsafeArchiveError(
                 f"name is {len(value_raw)} bytes, more than the limit of {limits.max_name_bytes}",
-                member=_decode(value_raw[:80]) + "...", rule="name-too-long",
+                member=value_raw[:80].decode("utf-8", "surrogateescape") + "...", rule="name-too-long",
             )
         records[key] = value
-        pos = end
-    return records
 
 
 def _check_not_compressed(head: bytes, name: str) -> None:
@@ -287,9 +334,9 @@ def scan_members(fd: int, file_size: int, name: str, limits: ArchiveLimits) -> l
             return members
         where = f"header at byte {pos}"
         _check_header(block, where if pos else name)
-        raw_name = _cstring(block[0:100])
-        prefix = _cstring(block[345:500])
-        member = _decode(prefix + b"/" + raw_name if prefix else raw_name)
+        raw_name = block[0:100].split(b"\x00", 1)[0]
+        prefix = block[345:500].split(b"\x00", 1)[0]
+        member = header_text(prefix + b"/" + raw_name if prefix else raw_name)
         typeflag = block[156:157]
         size = _number(block[124:136], "size", member)
         # The fields we do not use must still be numbers: a reader that rejects such a header
@@ -332,7 +379,7 @@ def scan_members(fd: int, file_size: int, name: str, limits: ArchiveLimits) -> l
                                      member=member, rule="gnu-long-name")
         if typeflag == b"S":
             raise UnsafeArchiveError("GNU sparse files are not supported", member=member, rule="sparse")
-        kind = _KINDS.get(typeflag, "other")
+        kind = KINDS.get(typeflag, "other")
         if kind not in ("file", "other") and size != 0:
             # tar readers disagree on whether such data is skipped; refuse the ambiguity.
             raise UnsafeArchiveError(f"a {kind} member declares {size:,} bytes of data", member=member,
@@ -341,7 +388,7 @@ def scan_members(fd: int, file_size: int, name: str, limits: ArchiveLimits) -> l
             raise UnsafeArchiveError(
                 f"archive has more than {limits.max_members:,} members", member=member, rule="too-many-members"
             )
-        linkname = _decode(_cstring(block[157:257])) if kind in ("hardlink", "symlink") else None
+        linkname = header_text(block[157:257]) if kind in ("hardlink", "symlink") else None
         members.append(
             Member(member, kind, size, data_offset, pax_offset if pax is not None else pos, linkname,
                    typeflag.decode("latin-1"))
@@ -364,13 +411,7 @@ def _after_padding(fd: int, end: int, member: str) -> int:
 
 def _check_header(block: bytes, where: str) -> None:
     """Checksum and magic of one header block; `where` names it in errors."""
-    stored = block[148:156]
-    expected = sum(block[:148]) + 8 * 32 + sum(block[156:])
-    try:
-        value = int(stored.split(b"\x00", 1)[0].strip(b" ") or b"-1", 8)
-    except ValueError:
-        value = -1
-    if value != expected:
+    if not checksum_matches(block):
         if not where.startswith("header at byte"):
             raise UnsafeArchiveError("is not a tar archive (no valid header at byte 0)", member=where,
                                      rule="not-an-archive")
