@@ -37,7 +37,7 @@ from .json_stream import read_document, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession
 from .source_dir import children, exit_statuses, regular_file
-from .source_values import integer, number, text
+from .source_values import INT64_MAX, integer, number, text
 from .steps import StepBuffer, json_text
 
 __all__ = ["MessageCounts", "MiniSweAgentImporter", "add_messages", "check_trajectory_format", "terminal_state"]
@@ -110,6 +110,7 @@ class _State(MessageCounts):
         self.untokened_episodes = 0
         self.versions: set[str] = set()
         self.agents: set[str] = set()
+        self.described: set[tuple[tuple[str, str | None], ...]] = set()  # what _add_agent gave add_agent
 
     def finish(self, session: ImportSession) -> None:
         rules = _declare_rule(session, self)
@@ -273,7 +274,7 @@ def _listed_only(session: ImportSession, state: _State, root: Path, iid: str, ag
     state.no_traj.append((iid, agent))
     state.untokened_episodes += 1
     state.agents.add(agent)
-    session.add_agent({"name": agent})
+    _add_agent(session, state, {"name": agent})
 
 
 def _patch(session: ImportSession, row: dict[str, Any], pred: dict[str, Any] | None, submission: str | None) -> None:
@@ -359,17 +360,24 @@ def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes 
         if key not in ("info", "messages", "trajectory_format", "instance_id") and value is not None:
             row[f"meta.{key}"] = value if isinstance(value, str) else json_text(value)
     session.add_episode(row, steps)
-    session.add_agent({"name": agent, "model": model})
+    _add_agent(session, state, {"name": agent, "model": model})
     state.agents.add(agent)
     return agent
 
 
-def _time(steps: StepBuffer, value: Any, where: str) -> int | None:
-    """Epoch microseconds of an epoch-seconds float (mini-swe-agent's time.time())."""
-    if value is None:
-        return None
+def _add_agent(session: ImportSession, state: _State, info: dict[str, str | None]) -> None:
+    """`session.add_agent(info)` once per distinct `info` (a repeat changes nothing: the first
+    description of a name wins), not once per episode."""
+    key = tuple(info.items())
+    if key not in state.described:
+        session.add_agent(info)
+        state.described.add(key)
+
+
+def _time(steps: StepBuffer, value: Any, i: int) -> int:
+    """Epoch microseconds of messages[i]'s epoch-seconds timestamp (mini-swe-agent's time.time())."""
     if type(value) not in (int, float) or not math.isfinite(value) or not 0 <= value < 32503680000:
-        raise steps.error(f"{where}.extra.timestamp {value!r} is not a time in epoch seconds")
+        raise steps.error(f"messages[{i}].extra.timestamp {value!r} is not a time in epoch seconds")
     return round(value * 1_000_000)
 
 
@@ -403,25 +411,31 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
     calls: list[int] = []
     try:
         for i, msg in enumerate(messages):
-            where = f"messages[{i}]"
             if type(msg) is not dict:
-                raise steps.error(f"{where} is not an object")
+                raise steps.error(f"messages[{i}] is not an object")
             role = msg.get("role")
             if type(role) is not str:
-                raise steps.error(f"{where} has no role")
+                raise steps.error(f"messages[{i}] has no role")
             content = msg.get("content")
+            parts = None
             if isinstance(content, list):  # content parts
-                content = "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+                parts = content
+                content = "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
             elif content is not None and type(content) is not str:
-                raise steps.error(f"{where}.content is not text")
+                raise steps.error(f"messages[{i}].content is not text")
             extra = msg.get("extra")
-            if extra is not None and type(extra) is not dict:
-                raise steps.error(f"{where}.extra is not an object")
-            extra = dict(extra or {})
-            t = _time(steps, extra.pop("timestamp", None), where)
+            if extra is None:
+                extra = {}
+            elif type(extra) is dict:
+                extra = extra.copy()
+            else:
+                raise steps.error(f"messages[{i}].extra is not an object")
+            t = extra.pop("timestamp", None)
+            if t is not None:
+                t = round(t * 1_000_000) if type(t) is float and 0 <= t < 32503680000 else _time(steps, t, i)
             payload = {k: v for k, v in msg.items() if k not in _MSG_KEYS and v is not None}
-            if isinstance(msg.get("content"), list):
-                payload["content"] = msg["content"]
+            if parts is not None:
+                payload["content"] = parts
             if role == "exit":
                 status = terminal_state(str(extra.get("exit_status", "")))
                 kind = {"completed": "state", "limit": "limit"}.get(status, "error")
@@ -434,7 +448,7 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
             if role == "tool" and msg.get("tool_call_id") is not None:
                 call_id = msg["tool_call_id"]
                 if type(call_id) is not str:
-                    raise steps.error(f"{where}.tool_call_id is not a string")
+                    raise steps.error(f"messages[{i}].tool_call_id is not a string")
                 raw = extra.get("raw_output")
                 if isinstance(raw, str) and content is not None and raw in content:
                     del extra["raw_output"]  # already in the content, verbatim
@@ -449,9 +463,11 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
             if isinstance(response, dict):
                 usage = response.get("usage")
                 if isinstance(usage, dict):
-                    t_in = integer(steps, usage.get("prompt_tokens"), f"{where}.extra.response.usage.prompt_tokens")
-                    t_out = integer(steps, usage.get("completion_tokens"),
-                                    f"{where}.extra.response.usage.completion_tokens")
+                    t_in, t_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+                    if not (type(t_in) is int and 0 <= t_in <= INT64_MAX):
+                        t_in = integer(steps, t_in, f"messages[{i}].extra.response.usage.prompt_tokens")
+                    if not (type(t_out) is int and 0 <= t_out <= INT64_MAX):
+                        t_out = integer(steps, t_out, f"messages[{i}].extra.response.usage.completion_tokens")
                 if "choices" in response:
                     counts.response_choices += 1
                     choices = response.get("choices")
@@ -461,7 +477,8 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
             elif response is not None:
                 extra["response"] = response
             cost = extra.pop("cost", None)
-            cost = number(steps, cost, f"{where}.extra.cost")
+            if cost is not None and not (type(cost) is float and math.isfinite(cost)):
+                cost = number(steps, cost, f"messages[{i}].extra.cost")
             if cost == 0.0 and (t_in or t_out):
                 cost = None
                 counts.unpriced_steps += 1
@@ -490,11 +507,11 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
                 body = t_in = t_out = cost = None
             if tool_calls:
                 if type(tool_calls) is not list:
-                    raise steps.error(f"{where}.tool_calls is not a list")
+                    raise steps.error(f"messages[{i}].tool_calls is not a list")
                 for j, call in enumerate(tool_calls):
                     fn = call.get("function") if type(call) is dict else None
                     if type(fn) is not dict or type(fn.get("name")) is not str or type(call.get("id")) is not str:
-                        raise steps.error(f"{where}.tool_calls[{j}] is not a tool call with a function name and an id")
+                        raise steps.error(f"messages[{i}].tool_calls[{j}] is not a tool call with a function name and an id")
                     arguments = fn.get("arguments")
                     rest = {k: v for k, v in call.items() if k not in ("id", "function", "type", "index")}
                     if type(arguments) is str:

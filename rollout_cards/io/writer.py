@@ -451,6 +451,7 @@ class CardWriter:
         self._max_value_bytes = check_limit(max_value_bytes)
         self._timestamps = timestamps
         self._flush_rows = flush_rows
+        self._artifacts: set[str] = set()  # written by add_artifact: a repeated blob costs its hash only
         header = {
             "id": id,
             "title": title,
@@ -684,11 +685,15 @@ class CardWriter:
         """Store a blob under artifacts/<sha256>; returns the sha256 to reference it by."""
         self._check_writable()
         sha = hashlib.sha256(data).hexdigest()
+        if sha in self._artifacts:
+            return sha
         directory = self.path / "artifacts"
-        directory.mkdir(exist_ok=True)
+        if not self._artifacts:
+            directory.mkdir(exist_ok=True)
         target = directory / sha
         if not target.exists():
             staging.write_atomic(self._stage, target, data)
+        self._artifacts.add(sha)
         return sha
 
     def add_drop(self, drop: Drop | Mapping[str, Any]) -> None:
