@@ -14,7 +14,9 @@ Deterministic: the same n gives byte-identical files.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -98,11 +100,21 @@ def mini_swe_agent_source(directory: Path, n: int, *, with_every_trajectory: boo
 
 
 REPLICAS = ("tau2-bench", "mini-swe-agent")
+SIZES = (5000, 10000, 20000)
 
 
 def replica_load(source: Path) -> int:
-    """Baseline: `json.load` of every JSON file of the source (what a non-streaming reader pays)."""
-    files = [source] if source.is_file() else sorted(p for p in source.rglob("*.json"))
+    """Baseline: what a user reading the files themselves pays — `json.load` of every JSON file of
+    the source and `yaml.safe_load` of its YAML files (mini-swe-agent's exit statuses)."""
+    import yaml
+
+    if source.is_file():
+        files = [source]
+    else:
+        files = sorted(source.rglob("*.json"))
+        for path in sorted(source.glob("*.yaml")):
+            with open(path, encoding="utf-8") as fh:
+                yaml.safe_load(fh)
     n = 0
     for path in files:
         with open(path, encoding="utf-8") as fh:
@@ -111,43 +123,67 @@ def replica_load(source: Path) -> int:
     return n
 
 
-def replica_bench(fmt: str, sizes: list[int], repeats: int, measure: Callable[[str, Path, Path], dict],
+def _source(work: Path, fmt: str, n: int) -> Path:
+    source = work / (f"tau2-{n}.json" if fmt == "tau2-bench" else f"mini-{n}")
+    if not source.exists():
+        t0 = time.perf_counter()
+        size = tau2_source(source, n) if fmt == "tau2-bench" else mini_swe_agent_source(source, n)
+        print(f"wrote {source.name}: {size / 1e6:.0f} MB, {n:,} episodes ({time.perf_counter() - t0:.1f} s)")
+    return source
+
+
+def replica_bench(formats: list[str], sizes: list[int], repeats: int, run: Callable[[str, Path, Path], dict],
                   *, keep: bool = False) -> int:
-    """Import replicas of `fmt` at each size in fresh processes; print rate, RSS and the baseline ratio."""
+    """Import replicas of each format at each size, each run in a fresh process, the baseline and
+    the import interleaved round by round (so the shared machine's load falls on both alike);
+    print medians of the rounds, CPU seconds, peak RSS, ratios and the issue's targets."""
     work = WORK / "import-replicas"
     work.mkdir(parents=True, exist_ok=True)
     out = work / "card"
-    figures = []
-    for n in sizes:
-        source = work / (f"tau2-{n}.json" if fmt == "tau2-bench" else f"mini-{n}")
-        if not source.exists():
-            t0 = time.perf_counter()
-            size = tau2_source(source, n) if fmt == "tau2-bench" else mini_swe_agent_source(
-                source, n)
-            print(f"wrote {source.name}: {size / 1e6:.0f} MB, {n} episodes ({time.perf_counter() - t0:.1f} s)")
-        base = measure("load-replica", source, out)
-        ours = measure(f"import:{fmt}", source, out)
-        figures.append((n, base, ours))
-    print(f"\n{fmt} import of real files replicated with new ids; median of {repeats} runs, peak RSS = max "
-          "over runs; the machine is shared (loaded): read the ratios first; CPU s = the child's process time")
-    widths = (40, 12, 12, 12, 12, 12)
-    print(row("", "seconds", "episodes/s", "CPU s", "eps/CPU-s", "peak RSS MB", widths=widths))
-    for n, base, ours in figures:
-        for label, r in ((f"{n:,}: json.load of every file", base), (f"{n:,}: rcard import {fmt}", ours)):
-            cpu = r.get("cpu_seconds", r["seconds"])
-            print(row(label, f"{r['seconds']:.2f}", f"{n / r['seconds']:.0f}", f"{cpu:.2f}", f"{n / cpu:.0f}",
-                      f"{r['peak_rss_mb']:.0f}", widths=widths))
-        cpu_ratio = ours.get("cpu_seconds", ours["seconds"]) / base.get("cpu_seconds", base["seconds"])
-        print(f"  import / json.load: {ours['seconds'] / base['seconds']:.2f}x time ({cpu_ratio:.2f}x CPU), "
-              f"{ours['peak_rss_mb'] / base['peak_rss_mb']:.2f}x RSS; {ours['steps']:,} steps")
-    if len(figures) > 1:
-        (n0, _, a), (n1, _, b) = figures[0], figures[-1]
-        print(f"flatness {n0:,} -> {n1:,}: episodes/s x{(n1 / b['seconds']) / (n0 / a['seconds']):.2f}, "
-              f"peak RSS x{b['peak_rss_mb'] / a['peak_rss_mb']:.2f}")
-    for n, _, ours in figures:
-        rate, rss = n / ours["seconds"], ours["peak_rss_mb"]
-        print(f"targets at {n:,}: >= 2000 episodes/s: {'met' if rate >= 2000 else 'NOT met'} ({rate:.0f}); "
-              f"peak RSS < 500 MB: {'met' if rss < 500 else 'NOT met'} ({rss:.0f} MB)")
+    sources = {(fmt, n): _source(work, fmt, n) for fmt in formats for n in sizes}
+    load0 = os.getloadavg()
+    runs: dict[tuple[str, int, str], list[dict]] = {}
+    for _ in range(repeats):
+        for (fmt, n), source in sources.items():
+            for mode in ("load-replica", f"import:{fmt}"):
+                runs.setdefault((fmt, n, mode), []).append(run(mode, source, out))
+    load1 = os.getloadavg()
+    print(f"\n{repeats} rounds, each measurement a fresh process; figures are medians over the rounds, peak RSS the "
+          f"maximum. Load average (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the start, "
+          f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} at the end, on {os.cpu_count()} cores: wall seconds "
+          "stretch with the load; CPU s (the child's process time) and the ratios much less.")
+    widths = (42, 9, 11, 8, 11, 9)
+    for fmt in formats:
+        print(f"\n{fmt}: the real files of ../shared/data/external replicated with new ids")
+        print(row("", "wall s", "episodes/s", "CPU s", "eps/CPU-s", "RSS MB", widths=widths))
+        medians = {}
+        for n in sizes:
+            for label, mode in (("json.load + yaml of every file", "load-replica"), ("rcard import", f"import:{fmt}")):
+                rs = runs[(fmt, n, mode)]
+                m = {"seconds": statistics.median(r["seconds"] for r in rs),
+                     "cpu": statistics.median(r["cpu_seconds"] for r in rs),
+                     "rss": max(r["peak_rss_mb"] for r in rs), "steps": rs[0]["steps"]}
+                medians[(n, mode)] = m
+                print(row(f"{n:,}: {label}", f"{m['seconds']:.2f}", f"{n / m['seconds']:,.0f}", f"{m['cpu']:.2f}",
+                          f"{n / m['cpu']:,.0f}", f"{m['rss']:.0f}", widths=widths))
+            base, ours = medians[(n, "load-replica")], medians[(n, f"import:{fmt}")]
+            cpu_ratio = statistics.median(b["cpu_seconds"] / a["cpu_seconds"] for a, b in
+                                          zip(runs[(fmt, n, "load-replica")], runs[(fmt, n, f"import:{fmt}")], strict=True))
+            print(f"  {n:,}: import / baseline {ours['seconds'] / base['seconds']:.2f}x wall, {cpu_ratio:.2f}x CPU "
+                  f"(median of the rounds' ratios), {ours['rss'] / base['rss']:.2f}x RSS; {ours['steps']:,} steps")
+        (n0, n1), key = (sizes[0], sizes[-1]), f"import:{fmt}"
+        a, b = medians[(n0, key)], medians[(n1, key)]
+        if n1 > n0:
+            print(f"  flatness {n0:,} -> {n1:,} ({n1 / n0:.0f}x the episodes): episodes per CPU-second "
+                  f"x{(n1 / b['cpu']) / (n0 / a['cpu']):.2f}, wall episodes/s "
+                  f"x{(n1 / b['seconds']) / (n0 / a['seconds']):.2f}, peak RSS x{b['rss'] / a['rss']:.2f} "
+                  f"({a['rss']:.0f} -> {b['rss']:.0f} MB)")
+        for n in sizes:
+            m = medians[(n, key)]
+            print(f"  target at {n:,}: >= 2,000 episodes/s: wall {n / m['seconds']:,.0f} "
+                  f"({'met' if n / m['seconds'] >= 2000 else 'NOT met'}), per CPU-second {n / m['cpu']:,.0f} "
+                  f"({'met' if n / m['cpu'] >= 2000 else 'NOT met'}); peak RSS < 500 MB: "
+                  f"{'met' if m['rss'] < 500 else 'NOT met'} ({m['rss']:.0f} MB)")
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -15,6 +15,16 @@ its own, and each the median of `--repeats` runs:
 Prints episodes/s and peak RSS of both and their ratios. Targets: >= 2,000
 episodes/s and peak RSS under 1 GB at 20,000 episodes (~400 MB).
 
+    nice -n 10 python benchmarks/bench_import.py --replicas  # tau2-bench + mini-swe-agent at 5k/10k/20k
+
+With `--replicas` (needs ../shared) the real tau2-bench and mini-swe-agent files are replicated
+with new ids (`benchmarks/_replicas.py`) to 5,000, 10,000 and 20,000 episodes; each size of each
+format is imported and read by the baseline a user would pick (`json.load` of every JSON file,
+`yaml.safe_load` of the exit statuses), interleaved round by round (`--repeats`, default 3),
+each in a fresh process; it prints wall and CPU seconds, episodes per second of each, peak RSS,
+the import/baseline ratios, the flatness from 5k to 20k and the issue's targets (>= 2,000
+episodes/s, peak RSS < 500 MB). The machine's load average is printed with them.
+
     python benchmarks/bench_import.py --inspect          # 3,000-sample Inspect logs (.eval and .json)
     python benchmarks/bench_import.py --real             # every importer on its real files (small: start-up counts)
     python benchmarks/bench_import.py --inspect-gb 1     # a 1 GB .eval: rcard import's peak RSS
@@ -46,7 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WORK, peak_rss_mb, row, run_child  # noqa: E402
 from _real import real_bench, real_child  # noqa: E402
-from _replicas import REPLICAS, replica_bench, replica_load  # noqa: E402
+from _replicas import REPLICAS, SIZES, replica_bench, replica_load  # noqa: E402
 
 DEFAULT_EPISODES = 2000
 TOOLS = ("get_user_details", "get_reservation_details", "search_direct_flight", "book_reservation",
@@ -242,7 +252,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the synthetic file and card under benchmarks/_work")
     parser.add_argument("--format", choices=("tau-bench", *REPLICAS), default="tau-bench",
                         help="tau-bench: synthetic file; tau2-bench / mini-swe-agent: the real files of "
-                        "../shared/data/external replicated with new ids, at 5,000 and 20,000 episodes")
+                        "../shared/data/external replicated with new ids, at 5,000, 10,000 and 20,000 episodes")
+    parser.add_argument("--replicas", action="store_true", help="tau2-bench and mini-swe-agent replicas at 5,000, "
+                        "10,000 and 20,000 episodes, against json.load + yaml of every file (the issue's figures)")
     parser.add_argument("--real", action="store_true", help="every importer on its real files of "
                         "../shared/data/external, against json.load of the same files")
     parser.add_argument("--inspect", action="store_true", help="benchmark Inspect logs instead (inspect extra)")
@@ -261,9 +273,10 @@ def main() -> int:
     if args.real:
         return real_bench(lambda mode, src, out: _median_runs(mode, src, out, args.repeats), args.repeats)
 
-    if args.format in REPLICAS:
-        return replica_bench(args.format, [args.episodes] if args.episodes else [5000, 20000], args.repeats,
-                             lambda mode, src, out: _median_runs(mode, src, out, args.repeats), keep=args.keep)
+    if args.replicas or args.format in REPLICAS:
+        return replica_bench(list(REPLICAS) if args.replicas else [args.format],
+                             [args.episodes] if args.episodes else list(SIZES), args.repeats,
+                             lambda mode, src, out: run_child(Path(__file__), mode, str(src), str(out)), keep=args.keep)
     episodes = args.episodes or int(DEFAULT_EPISODES * args.scale)
     work = WORK / "import"
     work.mkdir(parents=True, exist_ok=True)
