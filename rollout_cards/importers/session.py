@@ -26,6 +26,8 @@ selector over too many ids) and the reason says so.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -37,6 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import yaml
 
 from .. import progress
@@ -114,6 +117,25 @@ class _Header:
     plan: Plan | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     description: str | None = None
+
+
+def _release_freed_memory() -> None:
+    """Give the memory the import freed back to the OS before finalize (writing Parquet) makes
+    the import's peak: Arrow's pool and glibc's malloc keep freed pages for reuse, so they would
+    count twice in the peak (20,000-instance mini-swe-agent replica: peak RSS 464 -> 404 MB).
+    Where libc has no malloc_trim (musl, macOS) only Arrow's pool is asked."""
+    pa.default_memory_pool().release_unused()
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _libc() -> object:
+    try:
+        return ctypes.CDLL(None)  # the symbols already loaded into the process, libc's among them
+    except (OSError, TypeError):  # no such handle (Windows)
+        return None
 
 
 class ImportSession:
@@ -399,6 +421,7 @@ class ImportSession:
         if self._tables.time_inversions:
             self.note(f"{self._tables.time_inversions} step(s) carry a timestamp earlier than the step before them; "
                       "steps keep the source's order and the source's times")
+        _release_freed_memory()
         self._writer.close()
         header = self._header
         provenance = Provenance.model_validate(
