@@ -302,7 +302,7 @@ def fast_text(value: Any) -> str | None:
 
 def fast_texts(values: list[Any], *, finite: bool = False) -> list[str | None] | None:
     """`fast_text` of each item of `values` (decoded JSON, where a scalar item is allowed too), with
-    the per-item checks and fix-ups made once over all the texts; None: use json_text. `finite`:
+    the checks for floats to rewrite made once over all the texts; None: use json_text. `finite`:
     the values are known to hold no NaN or Infinity float (msgspec decoded them, or their source
     text has no such literal), so a `null` in a text is a JSON null, as json_text writes it."""
     if msgspec is None:
@@ -312,35 +312,37 @@ def fast_texts(values: list[Any], *, finite: bool = False) -> list[str | None] |
     except _ENCODE_ERRORS:
         return None
     blob = b"".join(outs)
-    tiny, marks = _float_marks(blob)
-    if tiny or marks:  # rewrite the floats of the items that hold a candidate, item by item
+    texts: list[str | None] = list(map(bytes.decode, outs))
+    hits = _candidates(blob)
+    if hits:  # rewrite the floats of the items that hold a candidate
+        blank = b"\\\\" in blob
         ends = list(accumulate(map(len, outs)))
-        hits = {bisect_right(ends, m.start()) for m in _EXPONENT.finditer(marks)}
-        at = blob.find(b"0.0000") if tiny else -1
-        while at >= 0:
-            hits.add(bisect_right(ends, at))
-            at = blob.find(b"0.0000", at + 1)
-        texts: list[str | None] = list(map(bytes.decode, outs))
-        for i in hits:
-            out = outs[i]
-            tiny, marks = _float_marks(out)
-            fixed = _python_floats(out, tiny, marks) if tiny or marks else out
+        items: dict[int, list[int]] = {}
+        for at in hits:
+            i = bisect_right(ends, at)
+            items.setdefault(i, []).append(at - ends[i - 1] if i else at)
+        for i, places in items.items():
+            fixed = _python_floats(outs[i], places, blank)
             texts[i] = None if fixed is None else fixed.decode("utf-8")
-    else:
-        texts = list(map(bytes.decode, outs))
     if not finite and b"null" in blob:
         texts = [None if text is None or "null" in text else text for text in texts]
     return texts
 
 
-def _float_marks(out: bytes) -> tuple[bool, bytes]:
-    """Where `out` may hold a float msgspec writes unlike repr: whether it has "0.0000", and its
-    `_EXPONENTS` map if that has an exponent candidate (else b"")."""
-    tiny = b"0.0000" in out
-    marks = out.translate(_EXPONENTS) if b"e" in out or b"E" in out else b""
-    if b"0e0" not in marks and b"0e-0" not in marks:
-        marks = b""
-    return tiny, marks
+def _candidates(out: bytes) -> list[int]:
+    """The sorted places in `out` where a float msgspec writes unlike repr may start (see `_EXPONENTS`)."""
+    hits = []
+    if b"e" in out or b"E" in out:
+        marks = out.translate(_EXPONENTS)
+        if b"0e0" in marks or b"0e-0" in marks:
+            hits = [m.start() for m in _EXPONENT.finditer(marks)]
+    at = out.find(b"0.0000")
+    if at >= 0:
+        while at >= 0:
+            hits.append(at)
+            at = out.find(b"0.0000", at + 1)
+        hits.sort()
+    return hits
 
 
 def _sorted_text(value: Any) -> bytes | None:
@@ -350,28 +352,22 @@ def _sorted_text(value: Any) -> bytes | None:
         out = _SORTED(value)
     except _ENCODE_ERRORS:
         return None
-    tiny, marks = _float_marks(out)
-    return _python_floats(out, tiny, marks) if tiny or marks else out
+    hits = _candidates(out)
+    return _python_floats(out, hits, b"\\\\" in out) if hits else out
 
 
-def _python_floats(out: bytes, tiny: bool, marks: bytes) -> bytes | None:
-    """`out` with the float at every candidate (see `_EXPONENTS`) outside a string written by repr;
-    None if one is not a JSON number after `:`, `,` or `[` ending at `,`, `]` or `}` (never seen; then
-    json_text decides). A candidate is in a string when an odd number of quotes precede it, counted
-    with every escape pair blanked out."""
-    # A quote is a string's delimiter unless escaped. Without an escaped backslash in `out`, every
-    # backslash-quote pair is an escaped quote, so the delimiters are the quotes less those pairs;
-    # otherwise every escape pair is blanked out first (a regex pass over the whole text).
-    blank = b"\\\\" in out
-    plain = _ESCAPE.sub(b"__", out) if blank else out  # same length: positions stay
-    hits = [m.start() for m in _EXPONENT.finditer(marks)]
-    at = plain.find(b"0.0000") if tiny else -1
-    while at >= 0:
-        hits.append(at)
-        at = plain.find(b"0.0000", at + 1)
+def _python_floats(out: bytes, hits: list[int], blank: bool) -> bytes | None:
+    """`out` with the float at every candidate `hits` (sorted places) outside a string written by
+    repr; None if one is not a JSON number after `:`, `,` or `[` (or at the start: `out` is a bare
+    number) ending at `,`, `]` or `}` (never seen; then json_text decides). A candidate is in a
+    string when an odd number of quotes that delimit strings precede it. `blank`: `out` may hold an
+    escaped backslash (then the text is copied with every escape pair blanked out to count them)."""
+    # Without an escaped backslash, every backslash-quote pair is an escaped quote: the delimiters
+    # are the quotes less those pairs. Positions are the same in `plain`.
+    plain = _ESCAPE.sub(b"__", out) if blank else out
     parts: list[bytes] = []
     done = counted = quotes = 0
-    for at in sorted(hits):
+    for at in hits:
         quotes += plain.count(b'"', counted, at)
         if not blank:  # less the escaped quotes in [counted, at): the pairs whose quote is there
             quotes -= plain.count(b'\\"', max(0, counted - 1), at)
