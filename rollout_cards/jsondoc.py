@@ -208,20 +208,20 @@ def fast_decode(text: str | bytes) -> Any:
         return MISS
 
 
-def fast_container(text: str, start: int, stop: int) -> Any:
-    """(value, end) of the JSON object or array at text[start:stop] (text[start] is `{` or `[`),
-    decoded as the strict decoder would; `TRUNCATED` when it does not end before `stop` (or
-    msgspec cannot tell: a lone surrogate escape also reads as a cut), `MISS` when it must be
-    decoded strictly. text is strictly decoded UTF-8 (it holds no surrogate characters)."""
+def fast_container(data: bytes, start: int, stop: int) -> Any:
+    """(value, end) of the JSON object or array at data[start:stop] (UTF-8 bytes; data[start] is
+    `{` or `[`; `end` is the offset of the byte after it), decoded as the strict decoder would
+    decode the text; `TRUNCATED` when it does not end before `stop` (or msgspec cannot tell: a lone
+    surrogate escape also reads as a cut), `MISS` when it must be decoded strictly. The bytes are
+    those of strictly decoded UTF-8 text (the caller decoded them; msgspec checks its strings too)."""
     if msgspec is None:
         return MISS
     if stop - start > _FAST_MAX:
         return MISS
-    window = text[start:stop]
+    window = memoryview(data)[start:stop]
     try:
-        data = window.encode("utf-8")
-        _FAST_SPAN(data)
-        cut = len(data)
+        _FAST_SPAN(window)
+        cut = len(window)
     except msgspec.DecodeError as exc:
         message = str(exc)
         if message == "Input data was truncated":
@@ -232,14 +232,14 @@ def fast_container(text: str, start: int, stop: int) -> Any:
         cut = int(trailing.group(1)) - 1  # msgspec names the byte after the first character after the value
     except _FAST_ERRORS:
         return MISS
-    value = memoryview(data)[:cut]
+    value = window[:cut]
     if _long_integer(value):
         return MISS
     try:
         decoded = _FAST(value)
     except _FAST_ERRORS:
         return MISS
-    return decoded, start + (cut if len(data) == len(window) else len(data[:cut].decode("utf-8")))
+    return decoded, start + cut
 
 
 _ITEMS: dict[str, Any] = {}  # key -> a decoder of the texts of the items of the array member `key`

@@ -147,16 +147,19 @@ def _read_stream(data: bytes, fast: bool, constants: bool, cap: int = 200):
 
 
 @settings(max_examples=cases(300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(documents(), min_size=1, max_size=6), st.integers(1, 40), st.integers(1, 64), st.booleans())
+@given(st.lists(documents(), min_size=1, max_size=6), st.integers(1, 40), st.integers(1, 64), st.booleans(),
+       st.sampled_from([1 << 25, 64, 8]))
 @hypothesis_seed(seed())
 @pytest.mark.fuzz
-def test_streamed_values_decode_alike_or_fail_alike(items, chunk, window, constants):
-    # Tiny chunks and windows: values cut by the buffer, windows that grow, the cap of 200 characters.
+def test_streamed_values_decode_alike_or_fail_alike(items, chunk, window, constants, raw_max):
+    # Tiny chunks and windows: values cut by the buffer, windows that grow, the cap of 200 characters;
+    # the file's bytes kept for the fast path dropped and taken up again (raw_max).
     data = _utf8("[" + ",".join(items) + "]")
     mp = pytest.MonkeyPatch()
     with mp.context() as m:
         m.setattr(json_stream, "_CHUNK", chunk)
         m.setattr(json_stream, "_MIN_WINDOW", window)
+        m.setattr(json_stream, "_RAW_MAX", raw_max)
         fast = _read_stream(data, True, constants)
         strict = _read_stream(data, False, constants)
     assert fast[0] == strict[0], (fast, strict)
@@ -181,14 +184,15 @@ def test_deep_nesting_decodes_alike_or_fails_alike(depth):
 def test_what_the_strict_decoder_refuses_is_never_taken_from_msgspec(text):
     assert fast_decode(text) is MISS
     if text.startswith(("[", "{")):
-        assert fast_container(text, 0, len(text)) in (MISS, TRUNCATED)
+        assert fast_container(text.encode(), 0, len(text)) in (MISS, TRUNCATED)
 
 
 def test_a_fraction_of_many_digits_takes_the_fast_path_and_a_19_digit_integer_the_strict_one():
     text = '[0.0042899999999999995, 999999999999999999, -999999999999999999, "a😀"]'
     assert fast_decode(text) == [0.0042899999999999995, 10**18 - 1, -(10**18 - 1), "a😀"]
-    value, end = fast_container(text + ", 5", 0, len(text) + 3)
-    assert end == len(text) and value[3] == "a😀"
+    data = (text + ", 5").encode()
+    value, end = fast_container(data, 0, len(data))
+    assert end == len(text.encode()) and value[3] == "a😀"  # the end in bytes
     assert fast_decode("[9223372036854775807]") is MISS  # 19 digits: maybe beyond int64, left to the strict one
     assert parse_json("[9223372036854775807]", "f") == [2**63 - 1]
 
@@ -208,7 +212,7 @@ def test_without_msgspec_every_document_is_decoded_strictly():
     code = ("import sys; sys.modules['msgspec'] = None\n"
             "from rollout_cards.jsondoc import MISS, fast_container, fast_decode, fast_items\n"
             "from rollout_cards.importers.json_stream import parse_json_items\n"
-            "assert fast_decode('[1]') is MISS and fast_container('[1]', 0, 3) is MISS and fast_items('{}', 'e') is MISS\n"
+            "assert fast_decode('[1]') is MISS and fast_container(b'[1]', 0, 3) is MISS and fast_items('{}', 'e') is MISS\n"
             "assert parse_json_items('{\"e\": [ 1 ,{}]}', 'f', key='e') == ({'e': [1, {}]}, ['1', '{}'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
@@ -221,5 +225,5 @@ def test_a_text_over_the_fast_paths_size_limit_is_decoded_strictly(monkeypatch):
     monkeypatch.setattr(jsondoc, "_FAST_MAX", 8)
     text = '{"events": [1, 2, 3]}'
     assert fast_decode(text) is MISS and fast_items(text, "events") is MISS
-    assert fast_container(text, 0, len(text)) is MISS and fast_container("[1, 2]", 0, 6) == ([1, 2], 6)
+    assert fast_container(text.encode(), 0, len(text)) is MISS and fast_container(b"[1, 2]", 0, 6) == ([1, 2], 6)
     assert parse_json_items(text, "f", key="events") == ({"events": [1, 2, 3]}, ["1", "2", "3"])

@@ -56,6 +56,9 @@ _TAIL = 16
 # fails) exactly as it does alone — msgspec also reports a lone surrogate escape as a cut, and
 # the strict decoder refuses an out-of-range number before the rest of its value is read.
 _MIN_WINDOW = 1 << 16
+# The file's bytes are kept beside the text for the fast path up to this many (past jsondoc's limit
+# for the fast path a value is decoded strictly: its bytes need not be held twice).
+_RAW_MAX = 1 << 25
 
 
 _LONE_SURROGATE = "holds a lone surrogate (a \\uD800-\\uDFFF escape that is not half of a pair), which is not text"
@@ -178,6 +181,23 @@ def _object_items(text: str, key: str, decoder: json.JSONDecoder) -> tuple[dict[
         pos = ws(text, pos + 1).end()
 
 
+_CONTINUATION = bytes(range(0x80, 0xC0))  # the bytes after the first of a UTF-8 character
+
+
+def _characters(data: bytes) -> int:
+    """The number of characters valid UTF-8 `data` holds."""
+    return len(data) if data.isascii() else len(data.translate(None, _CONTINUATION))
+
+
+def _utf8_length(text: str, start: int, end: int) -> int:
+    """The number of bytes of the UTF-8 of text[start:end] (encoded a chunk at a time)."""
+    n = 0
+    for at in range(start, end, _CHUNK):
+        part = text[at : min(end, at + _CHUNK)]
+        n += len(part) if part.isascii() else len(part.encode("utf-8"))
+    return n
+
+
 class JsonStream:
     """A pull parser over a binary file holding one JSON document."""
 
@@ -197,6 +217,13 @@ class JsonStream:
         self.record: str | None = None  # label used in error messages
         self._fast = fast  # objects and arrays decoded by jsondoc.fast_container where it is exact
         self._window = _MIN_WINDOW
+        # The file's bytes behind the text buffer, for the fast path (msgspec decodes UTF-8 bytes: the
+        # text is not encoded again): self._raw[0] is byte self._raw_base of the file, and
+        # self._buf[self._sync_char] starts at byte self._sync_byte (one known place of the text).
+        self._raw: bytes | None = b"" if fast else None  # None: not kept (see _fill)
+        self._raw_base = 0
+        self._sync_char = 0
+        self._sync_byte = 0
         self._head = b""  # the file's first bytes: a failure there may be a compressed file
         #: whether the last value `read_value` gave was decoded by msgspec, which refuses NaN and
         #: Infinity: it then holds no non-finite float (a reader may skip looking for one)
@@ -212,6 +239,8 @@ class JsonStream:
         if self._eof:
             return False
         if self._pos > _CHUNK and self._pos * 2 > len(self._buf):
+            if self._fast:
+                self._drop_raw()
             self._base += self._pos
             self._buf = self._buf[self._pos :]
             self._pos = 0
@@ -227,7 +256,29 @@ class JsonStream:
         if not raw:
             self._eof = True
         self._buf += text
+        if self._raw is not None:
+            self._raw += raw  # (with the bytes of a character the decoder holds until its end is read)
+            if len(self._raw) > _RAW_MAX:  # a value too large for the fast path: not kept twice
+                self._raw = None
         return bool(raw) or bool(text)
+
+    def _drop_raw(self) -> None:
+        """Before the text up to self._pos is dropped: the bytes behind it too (the known place
+        moves to the new front); bytes no longer kept are kept again from here when few enough."""
+        front = self._byte_at(self._pos)
+        if self._raw is not None:
+            self._raw = self._raw[front - self._raw_base :]
+        elif len(self._buf) - self._pos <= _RAW_MAX // 2:
+            self._raw = self._buf[self._pos :].encode("utf-8") + self._decode.getstate()[0]
+        self._raw_base = front
+        self._sync_char -= self._pos
+
+    def _byte_at(self, char: int) -> int:
+        """The file offset of the byte where self._buf[char] starts (char >= the known place); the
+        known place moves there."""
+        self._sync_byte += _utf8_length(self._buf, self._sync_char, char)
+        self._sync_char = char
+        return self._sync_byte
 
     def _skip_ws(self) -> None:
         while True:
@@ -304,13 +355,22 @@ class JsonStream:
             return value
 
     def _fast_value(self, start: int) -> Any:
-        """`jsondoc.fast_container` of the value at `start`, in windows growing to the whole buffer."""
-        size = len(self._buf)
+        """`jsondoc.fast_container` of the value at text `start` over the file's bytes, in windows
+        growing to the whole buffer; (value, end in the text) like the strict decoder."""
+        if self._raw is None:
+            return MISS
+        first = self._byte_at(start) - self._raw_base
+        size = len(self._raw)
         window = self._window
         while True:
-            stop = min(size, start + window)
-            got = fast_container(self._buf, start, stop)
-            if got is not TRUNCATED or stop == size:
+            stop = min(size, first + window)
+            got = fast_container(self._raw, first, stop)
+            if got is not TRUNCATED and got is not MISS:
+                value, cut = got
+                end = start + _characters(self._raw[first:cut])
+                self._sync_char, self._sync_byte = end, self._raw_base + cut
+                return value, end
+            if got is MISS or stop == size:
                 return got
             window *= 4  # past jsondoc's size limit for the fast path: MISS, decoded strictly
 

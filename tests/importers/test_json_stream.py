@@ -81,6 +81,27 @@ def test_finite_says_whether_the_value_can_hold_a_nan():
     assert math.isnan(seen[1][0]["a"])
 
 
+@pytest.mark.parametrize(("chunk", "raw_max"), [(1, 1 << 25), (7, 1 << 25), (64, 1 << 25), (1 << 20, 1 << 25),
+                                                (7, 300), (64, 300)])
+def test_the_fast_path_reads_the_files_bytes_where_the_text_is(monkeypatch, chunk, raw_max):
+    # Non-ASCII text of 1 to 4 bytes a character, values and strings between the containers, cut by
+    # chunks: each container is decoded by msgspec from the file's own bytes at the right place
+    # (`finite`), the same values as json.loads, also after the bytes were dropped (a value over
+    # _RAW_MAX) and kept again.
+    monkeypatch.setattr(json_stream, "_CHUNK", chunk)
+    monkeypatch.setattr(json_stream, "_MIN_WINDOW", 4)
+    monkeypatch.setattr(json_stream, "_RAW_MAX", raw_max)
+    items = [{"a": "é" * i, "b": ["😀", "€" * (i % 5), i]} if i % 3 else f"x{'ü' * i}" for i in range(40)]
+    items[20] = {"big": "ß" * 400}  # more than 300 bytes: its bytes are dropped, then kept again
+    data = json.dumps(items, ensure_ascii=False, indent=1).encode()
+    stream = JsonStream(io.BytesIO(data), "f.json")
+    seen = [(value, stream.finite) for _, value in stream.array_items()]
+    stream.end()
+    assert [value for value, _ in seen] == json.loads(data)
+    fast = [finite for (value, finite) in seen if isinstance(value, dict)]
+    assert all(fast[:6]) and all(fast[-6:])  # the fast path is taken before and after the large value
+
+
 def test_trailing_data_is_refused():
     with pytest.raises(SourceFormatError, match="after the end"):
         _items(b"[1] [2]")
