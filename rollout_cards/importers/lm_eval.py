@@ -1,7 +1,14 @@
 """lm-evaluation-harness `--log_samples` output to a rollout card.
 
 A source is an output directory (or its files): `results_<time>.json` and one
-`samples_<task>_<time>.jsonl` per task of that run. One episode per sample line (a
+`samples_<task>_<time>.jsonl` per task of that run (lm-eval >= 0.4.3, written into
+`<output_path>/<model_name_sanitized>/`, so a directory's subdirectories are read too;
+`--output_path x.json` names the results `x_<time>.json`); lm-eval 0.4.0-0.4.2 wrote
+`results.json` and one `<model_args>_<task>.jsonl` (a JSON array) per task. Several runs
+of one model on one task in the sources are trials (`meta.run` = the run's time, rules
+per run; with several models the rule ids name the model). Before 0.4.7 a sample line does not name its filter and a task with several
+filters writes one line per filter in filter order: the n-th line of a doc takes the
+task's n-th filter as the results file lists them. One episode per sample line (a
 document of a task under one filter): `episode_id` = `<model>/<task>/<doc_id>` (plus
 `/<filter>` for a filter other than `none`), `task_id` = `<task>/<doc_id>`,
 `task.name` = the task. lm-eval writes `NaN` and `Infinity` literals and numbers as
@@ -28,17 +35,15 @@ from ..errors import SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import JsonStream, parse_json
+from .lm_eval_runs import Run, find_runs, open_runs
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
-from .source_dir import children
 from .steps import StepBuffer, json_text
 
 __all__ = ["LmEvalImporter", "metric_value"]
 
-_RESULTS = re.compile(r"^results_(?P<ts>.+)\.json$")
-_SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<ts>\d{4}-\d{2}-\d{2}T[\d.:-]+)\.jsonl$")
+_MAX_GROUP_DEPTH = 32
 _MAX_LINE = 256 * 1024 * 1024
-_MAX_RESULTS = 256 * 1024 * 1024
 _SAMPLE_KEYS = frozenset(("doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
                           "doc_hash", "prompt_hash", "target_hash"))
 _NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
@@ -70,24 +75,17 @@ class LmEvalImporter:
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every run (a results file and its samples files) found among the sources."""
         request.check_options(self.name, self.options)
-        files: list[tuple[Path, str | None]] = []
-        for index, path in enumerate(request.sources):
-            if path.is_dir():
-                files.extend((p, request.url(index)) for name, p, is_dir in children(path) if not is_dir)
-            else:
-                files.append((path, request.url(index)))
-        runs: dict[str, dict[str, Any]] = {}
-        for path, url in files:
-            if m := _RESULTS.match(path.name):
-                runs.setdefault(m["ts"], {"samples": {}})["results"] = (path, url)
-            elif m := _SAMPLES.match(path.name):
-                runs.setdefault(m["ts"], {"samples": {}})["samples"][m["task"]] = (path, url)
-        if not runs:
-            raise SourceFormatError("holds no lm-eval results_<time>.json or samples_<task>_<time>.jsonl",
-                                    file=str(request.sources[0]))
+        runs = find_runs(request)
         state = _State()
-        for ts in sorted(runs):
-            _import_run(session, state, ts, runs[ts], request.agent)
+        opened = open_runs(session, runs, request.agent)
+        for this, run, results in opened:
+            _import_run(session, state, this, run, results)
+        if not session.episodes_written and not any(run["samples"] for _t, run, _r in opened):
+            name = next((run["results"][0] for _t, run, _r in opened if "results" in run), request.sources[0])
+            raise SourceFormatError("is an lm-eval results file without samples files: lm-eval writes the per-sample "
+                                    "results (samples_<task>_<time>.jsonl) only when run with --log_samples, and a "
+                                    "card is made of the samples; re-run with --log_samples and import the output "
+                                    "directory", file=str(name))
         if session.episodes_written:
             state.finish(session)
 
@@ -100,6 +98,7 @@ class _State:
         self.missing_tasks: list[tuple[str, int]] = []
         self.runs: list[dict[str, Any]] = []
         self.agents: set[str] = set()
+        self.filters_by_order = 0
 
     def finish(self, session: ImportSession) -> None:
         session.set_plan({"expected_episodes": self.expected + len(session.malformed),
@@ -116,6 +115,10 @@ class _State:
                              reason=f"{self.non_finite} per-sample metric value(s) are NaN or Infinity in the "
                              "source; they are null in score.<metric> (a card holds finite numbers only)",
                              count=self.non_finite)
+        if self.filters_by_order:
+            session.note(f"{self.filters_by_order} sample line(s) do not name their filter (lm-eval before 0.4.7) in "
+                         "a task with several filters: the n-th line of a doc took the n-th filter of the task's "
+                         "results (lm-eval writes the lines filter by filter, in that order)")
         for metric, n in sorted(self.non_numeric.items()):
             session.note(f"{n} sample(s) hold a non-numeric value for metric {metric} (e.g. the (gold, prediction) "
                          f"pair a corpus-level metric aggregates); kept as JSON text in meta.metric.{metric}, "
@@ -131,21 +134,11 @@ class _State:
         session.set_meta("lm_eval", {"runs": self.runs})
 
 
-def _import_run(session: ImportSession, state: _State, ts: str, run: dict[str, Any], agent: str | None) -> None:
-    results: dict[str, Any] = {}
-    if "results" in run:
-        path, url = run["results"]
-        session.add_source(path, "lm-eval-results", url)
-        with open(path, "rb") as fh:
-            stream = JsonStream(fh, str(path), max_value_chars=_MAX_RESULTS, constants=True)
-            results = stream.read_value()
-            stream.end()
-        if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
-            raise SourceFormatError("is not an lm-eval results file (no results object)", file=str(path))
+def _import_run(session: ImportSession, state: _State, this: Run, run: dict[str, Any],
+                results: dict[str, Any]) -> None:
+    model = this.model
     name = results.get("model_name") if isinstance(results.get("model_name"), str) else None
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
-    model = agent or name or (config.get("model_args", {}).get("pretrained") if isinstance(
-        config.get("model_args"), dict) else None) or f"lm-eval-{ts}"
     version = results.get("lm_eval_version")
     session.set_software("harness", Software(
         name="lm-evaluation-harness", version=version if isinstance(version, str) else None,
@@ -156,10 +149,13 @@ def _import_run(session: ImportSession, state: _State, ts: str, run: dict[str, A
     state.agents.add(model)
     # per (task, filter, metric): the values seen, for the replay check of the results' number
     values: dict[tuple[str, str, str], list[float | None]] = defaultdict(list)
+    reported = dict(results.get("results", {}))
+    groups = results.get("groups") if isinstance(results.get("groups"), dict) else {}
+    for group, metrics in groups.items():  # 0.5: groups only here; 0.4.x: in both
+        reported.setdefault(group, metrics)
     for task, (path, url) in sorted(run["samples"].items()):
         session.add_source(path, "lm-eval-samples", url)
-        _import_samples(session, state, path, task, model, values)
-    reported = results.get("results", {})
+        _import_samples(session, state, path, task, this, values, _filters(reported.get(task)))
     n_samples = results.get("n-samples") if isinstance(results.get("n-samples"), dict) else {}
     filters_of: dict[str, set[str]] = defaultdict(set)
     for task, flt, _ in values:
@@ -179,13 +175,51 @@ def _import_run(session: ImportSession, state: _State, ts: str, run: dict[str, A
     if "results" in run:
         artifact = session.add_artifact(run["results"][0].read_bytes())
     subtasks = results.get("group_subtasks") if isinstance(results.get("group_subtasks"), dict) else {}
-    _declare_rules(session, model, reported, subtasks, values)
+    _declare_rules(session, this, reported, subtasks, values)
     state.runs.append({"results": run["results"][0].name if "results" in run else None, "results_artifact": artifact,
-                       "model": model, "tasks": sorted(run["samples"]), "date": results.get("date")})
+                       "model": model, "tasks": sorted(run["samples"]), "date": results.get("date"),
+                       "run": this.label})
+
+
+def _filters(metrics: Any) -> list[str]:
+    """The filters of a task's results in the order lm-eval ran them (its `<metric>,<filter>` keys
+    are written filter by filter)."""
+    out: list[str] = []
+    for key in metrics if isinstance(metrics, dict) else ():
+        if "," in key and "_stderr," not in key and (flt := key.split(",", 1)[1]) not in out:
+            out.append(flt)
+    return out
+
+
+def _leaves(name: str, subtasks: dict[str, Any], depth: int = 0) -> list[str]:
+    """The tasks under a group (groups nest: mmlu -> mmlu_stem -> mmlu_anatomy), else [name]."""
+    kids = subtasks.get(name)
+    if not isinstance(kids, list) or not kids or depth > _MAX_GROUP_DEPTH:  # 0.4.x lists a task as {task: []}
+        return [name]
+    out: list[str] = []
+    for kid in kids:
+        for leaf in _leaves(kid, subtasks, depth + 1) if isinstance(kid, str) and kid != name else ():
+            if leaf not in out:
+                out.append(leaf)
+    return out
 
 
 def _first_metric(values: dict[tuple[str, str, str], list[Any]], task: str, flt: str) -> str | None:
     return next((m for t, f, m in values if t == task and f == flt), None)
+
+
+def _records(path: Path):
+    """(label, record) of a samples file: JSON Lines, or (0.4.0-0.4.2) one JSON array."""
+    with open(path, "rb") as fh:
+        head = fh.read(64).lstrip()
+    if head.startswith(b"["):
+        with open(path, "rb") as fh:
+            stream = JsonStream(fh, str(path), max_value_chars=_MAX_LINE, constants=True)
+            for index, value in stream.document_items():
+                yield f"element {index}", value
+        return
+    for number, raw in _lines(path):
+        yield f"line {number}", raw
 
 
 def _lines(path: Path):
@@ -203,18 +237,30 @@ def _lines(path: Path):
                 yield number, raw
 
 
-def _import_samples(session: ImportSession, state: _State, path: Path, task: str, model: str,
-                    values: dict[tuple[str, str, str], list[float | None]]) -> None:
-    for number, raw in _lines(path):
+def _import_samples(session: ImportSession, state: _State, path: Path, task: str, this: Run,
+                    values: dict[tuple[str, str, str], list[float | None]], filters: list[str]) -> None:
+    model = this.model
+    seen: dict[Any, int] = defaultdict(int)
+    for label, raw in session.guard(_records(path)):
         with session.record():
-            sample = parse_json(raw, str(path), f"line {number}", constants=True)
-            probe = StepBuffer("", file=str(path), record=f"line {number}")
+            sample = parse_json(raw, str(path), label, constants=True) if isinstance(raw, bytes) else raw
+            probe = StepBuffer("", file=str(path), record=label)
             if not isinstance(sample, dict):
                 raise probe.error("is not a JSON object")
             doc_id = sample.get("doc_id")
             if isinstance(doc_id, bool) or not isinstance(doc_id, (int, str)) or doc_id == "":
                 raise probe.error("doc_id is missing or not an integer or string")
-            flt = sample.get("filter", "none")
+            nth = seen[doc_id]
+            seen[doc_id] += 1
+            if "filter" in sample:
+                flt = sample["filter"]
+            elif nth < max(1, len(filters)):  # before 0.4.7: one unnamed line per filter, in filter order
+                flt = filters[nth] if filters else "none"
+                state.filters_by_order += len(filters) > 1
+            else:
+                raise probe.error(f"doc_id {doc_id!r} occurs {nth + 1} times, but the results file names "
+                                  f"{len(filters) or 'no'} filter(s) of task {task} (lm-eval before 0.4.7 writes one "
+                                  "line per filter without naming it); import each run's own results file with it")
             if not isinstance(flt, str):
                 raise probe.error("filter is not a string")
             metrics = sample.get("metrics")
@@ -222,11 +268,12 @@ def _import_samples(session: ImportSession, state: _State, path: Path, task: str
                 metrics = [k for k in sample if k not in _SAMPLE_KEYS]
             if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
                 raise probe.error("metrics is not a list of metric names")
-            episode_id = f"{model}/{task}/{doc_id}" + ("" if flt == "none" else f"/{flt}")
-            steps = StepBuffer(episode_id, file=str(path), record=f"line {number} (doc_id {doc_id!r})")
+            episode_id = (f"{model}/" + (f"{this.label}/" if this.several else "") + f"{task}/{doc_id}"
+                          + ("" if flt == "none" else f"/{flt}"))
+            steps = StepBuffer(episode_id, file=str(path), record=f"{label} (doc_id {doc_id!r})")
             row: dict[str, Any] = {"episode_id": episode_id, "task_id": f"{task}/{doc_id}", "agent": model,
-                                   "trial": 0, "status": "completed", "task.name": task, "meta.filter": flt,
-                                   "meta.doc_id": str(doc_id)}
+                                   "trial": this.trial.get(task, 0), "status": "completed", "task.name": task,
+                                   "meta.filter": flt, "meta.doc_id": str(doc_id), "meta.run": this.label}
             for metric in metrics:
                 if metric not in sample:
                     raise steps.error(f"metric {metric!r} is listed in metrics but has no value")
@@ -278,6 +325,9 @@ def _steps(steps: StepBuffer, sample: dict[str, Any]) -> None:
     resps = sample.get("resps")
     if arguments is None:
         return
+    if isinstance(arguments, list) and all(isinstance(a, list) for a in arguments):
+        # 0.4.0-0.4.2 kept each request's args as a list: the gen_args_<i>.arg_<j> the tracker writes since
+        arguments = {f"gen_args_{i}": {f"arg_{j}": v for j, v in enumerate(a)} for i, a in enumerate(arguments)}
     if not isinstance(arguments, dict):
         raise steps.error("arguments is not an object")
     for i, (key, args) in enumerate(arguments.items()):
@@ -299,8 +349,9 @@ def _steps(steps: StepBuffer, sample: dict[str, Any]) -> None:
             steps.add("observation", role="assistant", name=key, content=None, payload={"response": _finite(resp)})
 
 
-def _declare_rules(session: ImportSession, model: str, reported: dict[str, Any], subtasks: dict[str, Any],
+def _declare_rules(session: ImportSession, this: Run, reported: dict[str, Any], subtasks: dict[str, Any],
                    values: dict[tuple[str, str, str], list[float | None]]) -> None:
+    model = this.model
     aggregate = {"statistic": "mean", "group_by": ["agent"], "unit": "task_id",
                  "interval": {"method": "auto", "level": 0.95}}
     on_status = {"completed": "score", "error": 0, "timeout": 0, "limit": 0, "cancelled": "exclude",
@@ -308,7 +359,7 @@ def _declare_rules(session: ImportSession, model: str, reported: dict[str, Any],
     for task, metrics in sorted(reported.items()):
         if not isinstance(metrics, dict):
             continue
-        members = subtasks.get(task) if isinstance(subtasks.get(task), list) else [task]
+        members = _leaves(task, subtasks)
         for key, value in sorted(metrics.items()):
             if "," not in key or "_stderr," in key:
                 continue
@@ -328,14 +379,17 @@ def _declare_rules(session: ImportSession, model: str, reported: dict[str, Any],
                 continue
             stderr = metrics.get(f"{metric}_stderr,{flt}")
             names = ", ".join("'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'" for t in scored)
+            run = (f" and meta.run == '{this.label}'" if this.several else "")
             session.add_rule(rule_document(
                 rule=f"lm_eval.{rule_id_part(task)}.{rule_id_part(metric)}"
-                + ("" if flt == "none" else f".{rule_id_part(flt)}"),
+                + ("" if flt == "none" else f".{rule_id_part(flt)}")
+                + (f".{rule_id_part(model)}" if this.models > 1 else "")
+                + (f".{rule_id_part(this.label)}" if this.several else ""),
                 kind="original",
                 description=f"lm-evaluation-harness's {metric} of {task}"
                 + ("" if scored == [task] else f" (the mean over the samples of {', '.join(scored)})")
                 + f" under filter {flt}: the mean of the per-sample values. The source's stderr: {stderr!r}.",
-                select=f"task.name in [{names}] and meta.filter == '{flt}'",
+                select=f"task.name in [{names}] and meta.filter == '{flt}'" + run,
                 score=f"score.{metric}", on_status=on_status, on_missing="error", aggregate=aggregate,
                 reported=[{"group": {"agent": model}, "value": number}],
             ))

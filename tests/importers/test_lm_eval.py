@@ -145,3 +145,136 @@ def test_metric_values_read_numbers_from_strings_and_flag_non_finite():
     assert metric_value(math.inf) == (None, True)
     assert metric_value("N/A") == (None, False)
     assert metric_value([["a"], ["b"]]) == (None, False)
+
+
+# -- layouts and shapes of other lm-eval versions (EleutherAI/lm-evaluation-harness tags v0.4.0 .. HEAD 4e7e0d47f) --
+
+def _sample(doc_id, acc, **kw):
+    return json.dumps({"doc_id": doc_id, "doc": {"q": doc_id}, "target": "1", "resps": [[["-0.5", "True"]]],
+                       "filtered_resps": [["-0.5", "True"]], "acc": acc, **kw})
+
+
+def _results(tasks, **kw):
+    return {"results": {t: {"alias": t, **m} for t, m in tasks.items()},
+            "n-samples": {t: {"original": 10, "effective": 2} for t in tasks}, "model_name": "org/m", **kw}
+
+
+def test_an_output_path_dir_holds_one_subdirectory_per_model(tmp_path):
+    # >= 0.4.3 EvaluationTracker: <output_path>/<model_name_sanitized>/results_<date>.json + samples_*; the
+    # output path itself (what a user points at) held only the subdirectory: "holds no lm-eval results"
+    ts = "2024-08-21T03-40-10.802679"
+    for model in ("org__a", "org__b"):
+        sub = tmp_path / "out" / model
+        sub.mkdir(parents=True)
+        (sub / f"samples_arc_{ts}.jsonl").write_text(_sample(0, 1.0) + "\n" + _sample(1, 0.0) + "\n")
+        (sub / f"results_{ts}.json").write_text(json.dumps(_results({"arc": {"acc,none": 0.5}},
+                                                                    model_name=model.replace("__", "/"))))
+    result, card = run_import("lm-eval", [tmp_path / "out"], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    assert sorted({e["agent"] for e in card.episodes().to_pylist()}) == ["org/a", "org/b"]
+    assert result.episodes == 4 and len(result.rules) == 2
+
+
+def test_an_output_path_ending_in_json_names_the_results_after_it(tmp_path):
+    # EvaluationTracker.save_results_aggregated: --output_path run.json writes run_<date>.json, the samples
+    # beside it (samples_<task>_<date>.jsonl); the results file was not recognised, so no rule was declared
+    ts = "2025-06-30T19-37-57.457759"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / f"samples_arc_{ts}.jsonl").write_text(_sample(0, 1.0) + "\n" + _sample(1, 1.0) + "\n")
+    (tmp_path / "run" / f"myrun_{ts}.json").write_text(json.dumps(_results({"arc": {"acc,none": 1.0}})))
+    result, _ = run_import("lm-eval", [tmp_path / "run"], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    assert _reported(result) == {"lm_eval.arc.acc": 1.0}
+
+
+def test_repeated_runs_of_one_model_and_task_are_trials_with_a_rule_each(tmp_path):
+    # a directory with several results_<date>.json of the same model and task (a run repeated): every
+    # episode id occurred twice (exit 1)
+    root = tmp_path / "run"
+    root.mkdir()
+    for ts, accs in (("2024-08-21T03-40-10.802679", (1.0, 0.0)), ("2024-08-21T03-41-15.831724", (1.0, 1.0))):
+        (root / f"samples_arc_{ts}.jsonl").write_text("".join(_sample(i, a) + "\n" for i, a in enumerate(accs)))
+        (root / f"results_{ts}.json").write_text(json.dumps(_results({"arc": {"acc,none": sum(accs) / 2}})))
+    result, card = run_import("lm-eval", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")  # each rule replays its own run's number
+    rows = card.episodes().to_pylist()
+    assert sorted((r["task_id"], r["trial"]) for r in rows) == [("arc/0", 0), ("arc/0", 1), ("arc/1", 0), ("arc/1", 1)]
+    assert sorted(_reported(result).values()) == [0.5, 1.0]
+
+
+def test_a_sample_line_without_filter_takes_the_tasks_filters_in_order(tmp_path):
+    # lm-eval 0.4.0-0.4.6 (evaluator.py: `for filter_key in ...filtered_resps.keys(): for doc_id, doc in ...`)
+    # writes one unnamed line per filter, filter by filter: the second filter's lines were "occurs twice"
+    ts = "2024-06-03T02-45-05.614529"
+    root = tmp_path / "run"
+    root.mkdir()
+    lines = [_sample(0, 1.0), _sample(1, 1.0), _sample(0, 0.0), _sample(1, 1.0)]  # strict x2, then flexible x2
+    (root / f"samples_gsm_{ts}.jsonl").write_text("\n".join(json.dumps({**json.loads(x), "exact_match": json.loads(x)["acc"]})
+                                                            for x in lines) + "\n")
+    (root / f"results_{ts}.json").write_text(json.dumps(_results(
+        {"gsm": {"exact_match,strict-match": 1.0, "exact_match_stderr,strict-match": 0.0,
+                 "exact_match,flexible-extract": 0.5, "exact_match_stderr,flexible-extract": 0.5}})))
+    result, card = run_import("lm-eval", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    flt = {(r["task_id"], r["meta.filter"]): r["score.exact_match"] for r in card.episodes().to_pylist()}
+    assert flt == {("gsm/0", "strict-match"): 1.0, ("gsm/1", "strict-match"): 1.0,
+                   ("gsm/0", "flexible-extract"): 0.0, ("gsm/1", "flexible-extract"): 1.0}
+    assert _reported(result) == {"lm_eval.gsm.exact_match.strict-match": 1.0,
+                                 "lm_eval.gsm.exact_match.flexible-extract": 0.5}
+    assert any("do not name their filter" in n for n in result.notes)
+    (root / f"samples_gsm_{ts}.jsonl").write_text("\n".join(lines + [_sample(0, 1.0)]) + "\n")
+    with pytest.raises(SourceFormatError, match="occurs 3 times.*2 filter"):
+        run_import("lm-eval", [root], tmp_path / "card2")
+
+
+def test_the_0_4_0_layout_results_json_and_json_array_samples_with_list_arguments(tmp_path):
+    # lm-eval 0.4.0-0.4.2 __main__.py: results.json and `<re.sub("/|=", "__", model_args)>_<task>.jsonl`
+    # holding json.dumps(samples, indent=2) (one array), each sample's arguments the raw request args
+    root = tmp_path / "run"
+    root.mkdir()
+    samples = [{"doc_id": i, "doc": {"q": i}, "target": 1, "arguments": [["ctx", " yes"], ["ctx", " no"]],
+                "resps": [[[-0.5, True]], [[-2.0, False]]], "filtered_resps": [[-0.5, True], [-2.0, False]],
+                "acc": a} for i, a in enumerate((1.0, 0.0, 1.0))]
+    (root / "pretrained__org__m,dtype__float16_arc.jsonl").write_text(json.dumps(samples, indent=2))
+    (root / "results.json").write_text(json.dumps({
+        "results": {"arc": {"acc,none": 2 / 3, "acc_stderr,none": 0.3}}, "configs": {"arc": {"task": "arc"}},
+        "versions": {"arc": 1.0}, "config": {"model": "hf", "model_args": "pretrained=org/m,dtype=float16"}}))
+    result, card = run_import("lm-eval", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    assert result.episodes == 3 and {e["agent"] for e in card.episodes().to_pylist()} == {"org/m"}
+    assert _reported(result) == {"lm_eval.arc.acc": pytest.approx(2 / 3)}
+    steps = [s for s in card.steps().to_pylist() if s["episode_id"].endswith("/arc/0")]
+    assert [(s["kind"], s["name"], s["content"]) for s in steps] == [
+        ("message", "gen_args_0", "ctx"), ("observation", "gen_args_0", None),
+        ("message", "gen_args_1", "ctx"), ("observation", "gen_args_1", None)]
+    assert json.loads(steps[0]["payload"]) == {"arg_1": " yes"}
+
+
+def test_nested_groups_and_groups_only_in_the_groups_key(tmp_path):
+    # HEAD (api/group.py, evaluator_utils.py): results holds tasks only, groups their own key, group_subtasks
+    # the direct children (a group of groups), the value aggregated over the leaf tasks weighted by size;
+    # 0.4.x lists plain tasks as {task: []}: such tasks got no rule at all
+    ts = "2026-01-16T15-23-47.285735"
+    root = tmp_path / "run"
+    root.mkdir()
+    accs = {"t1": (1.0, 1.0), "t2": (0.0, 1.0), "t3": (0.0, 0.0)}
+    for task, vals in accs.items():
+        (root / f"samples_{task}_{ts}.jsonl").write_text("".join(_sample(i, a) + "\n" for i, a in enumerate(vals)))
+    results = _results({t: {"acc,none": sum(v) / 2} for t, v in accs.items()})
+    results["groups"] = {"top": {"alias": "top", "acc,none": 0.5}, "mid": {"alias": "mid", "acc,none": 0.75}}
+    results["group_subtasks"] = {"top": ["mid", "t3"], "mid": ["t1", "t2"], "t1": [], "t2": [], "t3": []}
+    (root / f"results_{ts}.json").write_text(json.dumps(results))
+    result, _ = run_import("lm-eval", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    assert _reported(result) == {"lm_eval.t1.acc": 1.0, "lm_eval.t2.acc": 0.5, "lm_eval.t3.acc": 0.0,
+                                 "lm_eval.mid.acc": 0.75, "lm_eval.top.acc": 0.5}
+
+
+def test_a_results_file_without_samples_says_log_samples(tmp_path):
+    # most published lm-eval outputs are results only (run without --log_samples): the error said
+    # "no episodes could be imported"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results_2025-03-11T18-58-19.682249.json").write_text(json.dumps(_results({"arc": {}})))
+    with pytest.raises(SourceFormatError, match="--log_samples") as err:
+        run_import("lm-eval", [tmp_path / "run"], tmp_path / "card")
+    assert "results_2025-03-11T18-58-19.682249.json" in str(err.value)

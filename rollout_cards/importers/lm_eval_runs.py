@@ -1,0 +1,137 @@
+"""The runs of an lm-evaluation-harness output: which files form a run, in the layouts of
+its versions (lm_eval/__main__.py, loggers/evaluation_tracker.py, tags v0.4.0 .. HEAD).
+
+>= 0.4.3 writes `<output_path>/<model_name_sanitized>/results_<time>.json` and
+`samples_<task>_<time>.jsonl` (`--output_path x.json`: `x_<time>.json`, the samples beside
+it); 0.4.0-0.4.2 wrote `results.json` and one `<model_args with / and = as __>_<task>.jsonl`
+per task. Files pair by directory and time; a directory's subdirectories are read one
+level down (the model directories of an output path).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import SourceFormatError
+from .base import ImportRequest
+from .json_stream import JsonStream
+from .session import ImportSession
+from .source_dir import children
+
+__all__ = ["Run", "find_runs", "open_runs", "read_results"]
+
+_DATE = r"\d{4}-\d{2}-\d{2}T[\d.:-]+"
+_RESULTS = re.compile(rf"^results_(?P<ts>.+)\.json$|^.+_(?P<ts2>{_DATE})\.json$")  # --output_path <dir> | x.json
+_SAMPLES = re.compile(rf"^samples_(?P<task>.+)_(?P<ts>{_DATE})\.jsonl$")
+_LEGACY_RESULTS = "results.json"  # lm-eval 0.4.0-0.4.2, beside <model_args>_<task>.jsonl
+_MAX_RESULTS = 256 * 1024 * 1024
+
+
+def find_runs(request: ImportRequest) -> dict[tuple[str, str], dict[str, Any]]:
+    """(directory, time) -> {"results": (path, url), "samples": {task: (path, url)}, "legacy": bool,
+    "jsonl": the directory's other .jsonl files} of the sources; none is a SourceFormatError."""
+    files: list[tuple[Path, str | None]] = []
+    for index, path in enumerate(request.sources):
+        if path.is_dir():
+            for _name, p, is_dir in children(path):
+                if is_dir:  # <output_path>/<model_name_sanitized>/: one level down
+                    files.extend((q, request.url(index)) for _n, q, sub in children(p) if not sub)
+                else:
+                    files.append((p, request.url(index)))
+        else:
+            files.append((path, request.url(index)))
+    runs: dict[tuple[str, str], dict[str, Any]] = {}
+    jsonl: dict[str, list[Path]] = defaultdict(list)  # directory -> its .jsonl files (0.4.0-0.4.2 samples)
+    for path, url in files:
+        where = str(path.parent)
+        if path.name == _LEGACY_RESULTS:
+            runs.setdefault((where, ""), {"samples": {}, "legacy": True})["results"] = (path, url)
+        elif m := _SAMPLES.match(path.name):
+            runs.setdefault((where, m["ts"]), {"samples": {}})["samples"][m["task"]] = (path, url)
+        elif m := _RESULTS.match(path.name):
+            runs.setdefault((where, m["ts"] or m["ts2"]), {"samples": {}})["results"] = (path, url)
+        elif path.suffix == ".jsonl":
+            jsonl[where].append(path)
+    if not runs:
+        raise SourceFormatError("holds no lm-eval results_<time>.json or samples_<task>_<time>.jsonl",
+                                file=str(request.sources[0]))
+    for (where, _ts), run in runs.items():
+        run["jsonl"] = jsonl[where]
+    return runs
+
+
+def open_runs(session: ImportSession, runs: dict[tuple[str, str], dict[str, Any]],
+              agent: str | None) -> list[tuple[Run, dict[str, Any], dict[str, Any]]]:
+    """Each run with its results document read and its Run: several runs of one model and
+    task are trials (by time), marked `several` so their episodes and rules carry the run."""
+    opened = [(key, run, read_results(session, run)) for key, run in sorted(runs.items())]
+    for _key, run, results in opened:
+        if run.get("legacy"):
+            _legacy_samples(run, results, run["jsonl"])
+    models = [_model(results, key[1], agent) for key, _run, results in opened]
+    pairs = [(m, t) for m, (_k, run, _r) in zip(models, opened, strict=True) for t in run["samples"]]
+    repeated = {p for p in pairs if pairs.count(p) > 1}
+    trials: dict[tuple[str, str], int] = defaultdict(int)
+    out = []
+    for model, (key, run, results) in zip(models, opened, strict=True):
+        trial = {t: trials[(model, t)] for t in run["samples"]}
+        for t in run["samples"]:
+            trials[(model, t)] += 1
+        out.append((Run(key[1] or run["results"][0].name, model, any((model, t) in repeated for t in run["samples"]),
+                        trial, len(set(models))), run, results))
+    return out
+
+
+@dataclass
+class Run:
+    """One results file's run: its label (the time in the file names), the model, whether
+    another run of the sources has the same model and task (then its episodes carry the
+    label and its rules select by it), and the trial of each of its tasks."""
+
+    label: str
+    model: str
+    several: bool
+    trial: dict[str, int]
+    models: int = 1  # distinct models among the sources: above 1 the rule ids name the model
+
+
+def read_results(session: ImportSession, run: dict[str, Any]) -> dict[str, Any]:
+    if "results" not in run:
+        return {}
+    path, url = run["results"]
+    session.add_source(path, "lm-eval-results", url)
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path), max_value_chars=_MAX_RESULTS, constants=True)
+        results = stream.read_value()
+        stream.end()
+    if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+        raise SourceFormatError("is not an lm-eval results file (no results object)", file=str(path))
+    return results
+
+
+def _model(results: dict[str, Any], ts: str, agent: str | None) -> str:
+    name = results.get("model_name") if isinstance(results.get("model_name"), str) else None
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    args = config.get("model_args")
+    if isinstance(args, str):  # 0.4.0-0.4.2: "pretrained=org/name,dtype=..."
+        args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
+    pretrained = args.get("pretrained") if isinstance(args, dict) else None
+    return agent or name or (pretrained if isinstance(pretrained, str) else None) or f"lm-eval-{ts or 'run'}"
+
+
+def _legacy_samples(run: dict[str, Any], results: dict[str, Any], jsonl: list[Path]) -> None:
+    """lm-eval 0.4.0-0.4.2: the samples of task T are `<model_args with / and = as __>_T.jsonl`."""
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    prefix = re.sub("/|=", "__", config["model_args"]) + "_" if isinstance(config.get("model_args"), str) else None
+    tasks = results.get("configs") if isinstance(results.get("configs"), dict) else results.get("results", {})
+    for task in tasks:
+        exact = [p for p in jsonl if prefix is not None and p.name == f"{prefix}{task}.jsonl"]
+        found = exact or [p for p in jsonl if p.name.endswith(f"_{task}.jsonl")]
+        if len(found) == 1:
+            run["samples"][task] = (found[0], run["results"][1])
+
+
