@@ -20,21 +20,30 @@ mapped to a terminal state:
 
 The numbers AgentBench itself computes from these lines (`overall.json` `validation`:
 the share of samples per status, `calculate_overall` in src/client/task.py) are declared
-as rules; the task's own score (`overall.json` `custom`) needs the task server and is not
-in the lines.
+as rules over the runs.jsonl lines (the assigner's completions; error.jsonl lines are not
+among them); the task's own score (`overall.json` `custom`) needs the task server and is
+not in the lines (an `overall.json` beside runs.jsonl is kept as an artifact).
+
+A source may be a task directory (`runs.jsonl`, `error.jsonl`, `overall.json`), an agent
+directory or the output directory above them. The assigner retries a sample whose worker
+failed (`auto_retry`, on by default): its error.jsonl line is then an earlier attempt of a
+sample that has a later line — declared as omitted, not a second episode.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..errors import SourceFormatError
 from .base import ImportRequest
-from .json_stream import iter_jsonl
+from .json_stream import iter_jsonl, read_document
 from .openai_chat import ChatMapping, add_chat_messages
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
+from .source_dir import children
 from .steps import StepBuffer, json_text
 
 __all__ = ["AgentBenchImporter", "STATUS_MAP"]
@@ -59,29 +68,101 @@ class AgentBenchImporter:
     """AgentBench v0.2 task-server output: `runs.jsonl` / `error.jsonl`, one sample per line."""
 
     name = "agentbench"
-    summary = "AgentBench runs.jsonl / error.jsonl (one finished sample per line)"
+    summary = "AgentBench runs.jsonl / error.jsonl (one finished sample per line), or their output directories"
     options = {"task": "the AgentBench task name (default: the file's parent directory name)"}
+    directories = True
 
     def read(self, request: ImportRequest, session: ImportSession) -> None:
-        """Import every line of every source."""
+        """Import every line of every source (runs.jsonl lines first, then error.jsonl's)."""
         request.check_options(self.name, self.options)
         chat = ChatMapping()
         counts: dict[tuple[str, str], Counter[str]] = {}
+        groups: dict[tuple[str, str], list[tuple[Path, str | None]]] = {}
         for index, path in enumerate(request.sources):
-            session.add_source(path, self.name, request.url(index))
-            agent = request.agent or path.resolve().parent.parent.name or path.stem
-            task = str(request.options.get("task") or path.resolve().parent.name or path.stem)
+            found = _task_files(path, 0) if path.is_dir() else [path]
+            if not found:
+                raise SourceFormatError("holds no AgentBench runs.jsonl or error.jsonl (the assigner writes "
+                                        "<output>/<agent>/<task>/runs.jsonl)", file=str(path))
+            for file in found:
+                agent = request.agent or file.resolve().parent.parent.name or file.stem
+                task = str(request.options.get("task") or file.resolve().parent.name or file.stem)
+                groups.setdefault((agent, task), []).append((file, request.url(index)))
+        retried: Counter[tuple[str, str]] = Counter()
+        for (agent, task), files in groups.items():
             tally = counts.setdefault((agent, task), Counter())
-            with open(path, "rb") as fh:
-                for number, record in session.guard(iter_jsonl(fh, str(path))):
+            files.sort(key=lambda f: f[0].name == "error.jsonl")  # runs.jsonl first
+            done: set[Any] = set()
+            for path, url in files:
+                session.add_source(path, self.name, url)
+                is_error = path.name == "error.jsonl"
+                records = list(_lines(session, path)) if is_error else _lines(session, path)
+                last = {_index(r): i for i, (_n, r) in enumerate(records)} if is_error else {}
+                for i, (number, record) in enumerate(records):
                     with session.record():
+                        key = _index(record)
+                        if is_error and key is not None and (key in done or last.get(key, i) != i):
+                            retried[(agent, task)] += 1  # an attempt the assigner retried (auto_retry)
+                            continue
                         row, steps = _episode(record, f"line {number}", path, agent, task, chat)
+                        row["meta.file"] = "error" if is_error else "runs"
                         session.add_episode(row, steps)
-                        tally[row["meta.status"]] += 1
+                        done.add(_index(record))
+                        if not is_error:
+                            tally[row["meta.status"]] += 1
+            overall = files[0][0].parent / "overall.json"
+            if any(f.name == "runs.jsonl" for f, _u in files) and os.path.lexists(overall):
+                _overall(session, overall, agent, task, tally)
         for note in chat.notes():
             session.note(note)
+        if retried:
+            session.add_drop(target="episodes", action="omitted", declaration="author_declared",
+                             loss_class="retried_attempt",
+                             reason="error.jsonl lines of samples that have a later line (runs.jsonl, or a later "
+                             "error.jsonl line): attempts whose worker failed and that the assigner retried "
+                             "(auto_retry); the sample is the later line: " + ", ".join(
+                                 f"{a}/{t}: {n}" for (a, t), n in sorted(retried.items())),
+                             count=sum(retried.values()))
         _declare_rules(session, counts)
         _declare_missing(session)
+
+
+def _task_files(directory: Path, depth: int) -> list[Path]:
+    """runs.jsonl / error.jsonl of a task directory, or of the task (agent) directories below."""
+    entries = list(children(directory))
+    here = [p for name, p, is_dir in entries if not is_dir and name in ("runs.jsonl", "error.jsonl")]
+    if here or depth >= 2:
+        return here
+    return [f for _name, p, is_dir in entries if is_dir for f in _task_files(p, depth + 1)]
+
+
+def _lines(session: ImportSession, path: Path):
+    with open(path, "rb") as fh:
+        yield from session.guard(iter_jsonl(fh, str(path)))
+
+
+def _index(record: Any) -> Any:
+    index = record.get("index") if isinstance(record, dict) else None
+    return index if isinstance(index, (int, str)) and not isinstance(index, bool) else None
+
+
+def _overall(session: ImportSession, path: Path, agent: str, task: str, tally: Counter[str]) -> None:
+    """overall.json is AgentBench's own summary: kept whole; its shares are checked against the lines'."""
+    if not os.path.isfile(path) or os.path.islink(path):
+        raise SourceFormatError("is a link or not a regular file; links are not followed", file=str(path))
+    session.add_source(path, "agentbench-overall")
+    doc = read_document(path, max_value_chars=64 << 20)
+    artifact = session.add_artifact(path.read_bytes())
+    validation = doc.get("validation") if isinstance(doc, dict) else None
+    n = sum(tally.values())
+    if isinstance(validation, dict) and n:
+        off = [s for s, v in validation.items() if s in STATUS_MAP and isinstance(v, (int, float))
+               and abs(v - tally[s] / n) > 1e-9]
+        if off or doc.get("total") != n:
+            session.note(f"{agent}/{task}: overall.json (total {doc.get('total')!r}) differs from the "
+                         f"{n} runs.jsonl lines for {', '.join(off) or 'the total'}: the rules replay the lines "
+                         "(overall.json is written once, when the run first completed every sample)")
+    session.note(f"{agent}/{task}: overall.json kept as artifact {artifact} (its `custom` figures are the task "
+                 "server's grading, not computed from the lines)")
 
 
 def _episode(
@@ -160,6 +241,8 @@ def _declare_rules(session: ImportSession, counts: dict[tuple[str, str], Counter
             {"group": {"agent": agent, "task.name": task}, "value": tally[status] / sum(tally.values())}
             for (agent, task), tally in sorted(counts.items()) if tally
         ]
+        if not reported:
+            continue
         session.add_rule(rule_document(
             rule=f"agentbench.validation.{rule_id_part(status)}",
             kind="original" if status == "completed" else "diagnostic",
@@ -167,6 +250,7 @@ def _declare_rules(session: ImportSession, counts: dict[tuple[str, str], Counter
                 f"AgentBench's own overall.json `validation` figure for {status!r}: the share of the "
                 "task's finished samples (every line of runs.jsonl) whose SampleStatus is that status."
             ),
+            select="meta.file == 'runs'",
             score=f"meta.status == '{status}'",
             on_status=every,
             on_missing=0,

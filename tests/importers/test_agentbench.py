@@ -113,3 +113,31 @@ def test_error_jsonl_lines_are_errors_and_the_task_option_names_the_task(tmp_pat
     (ep,) = card.episodes().to_pylist()
     assert ep["status"] == "error" and ep["task_id"] == "alfworld/0" and ep["n_steps"] == 0
     assert rc.open(tmp_path / "c").manifest.provenance.sources[0].name == "error.jsonl"
+
+
+def test_output_directories_retried_attempts_and_the_rule_over_runs_only(tmp_path):
+    # THUDM/AgentBench src/assigner.py @578c5e9: <output>/<agent>/<task>/runs.jsonl for finished samples,
+    # error.jsonl for failed workers, retried with auto_retry=True (the default): an index then has an
+    # error.jsonl line AND a later line. Importing the task directory was "does not exist or is not a
+    # regular file"; both files together were "episode id occurs twice"; the validation rule counted the
+    # error lines although calculate_overall sees only the completions (runs.jsonl).
+    runs = _write(tmp_path, [_line(0), _line(1, "agent invalid action")])
+    failed = {"error": "AGENT_FAILED", "info": "boom", "output": None, "time": {"timestamp": 1, "str": "x"}}
+    _write(tmp_path, [{**failed, "index": 0}, {**failed, "index": 2}, {**failed, "index": 2}], name="error.jsonl")
+    (runs.parent / "overall.json").write_text(json.dumps({"total": 2, "validation": {"completed": 0.5,
+                                                          "agent invalid action": 0.5}, "custom": {"acc": 0.5}}))
+    for source in (tmp_path / "outputs", runs.parent.parent, runs.parent):
+        out = tmp_path / f"c-{source.name}"
+        result, card = run_import("agentbench", [source], out)
+        assert_valid(out)
+        eps = {e["task.index"]: e for e in card.episodes().to_pylist()}
+        assert sorted(eps) == ["0", "1", "2"] and eps["0"]["status"] == "completed"
+        assert (eps["2"]["status"], eps["2"]["meta.file"]) == ("error", "error")
+        drop = next(d for d in card.manifest.drops if d.loss_class == "retried_attempt")
+        assert drop.count == 2  # index 0's failed attempt, index 2's first failure
+        reported = {r["rule"]: r["reported"][0]["value"] for r in result.rules}
+        assert reported == {"agentbench.validation.completed": 0.5, "agentbench.validation.agent_invalid_action": 0.5}
+        assert {"runs.jsonl", "error.jsonl", "overall.json"} == {s.name for s in card.manifest.provenance.sources}
+    with pytest.raises(SourceFormatError, match="holds no AgentBench runs.jsonl"):
+        (tmp_path / "empty").mkdir()
+        run_import("agentbench", [tmp_path / "empty"], tmp_path / "c-empty")
