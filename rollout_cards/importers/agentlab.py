@@ -50,6 +50,7 @@ _MAX_ENTRIES = 200_000
 _TOKENS = (("stats.cum_input_tokens", "stats.cum_openai_prompt_tokens"),
            ("stats.cum_output_tokens", "stats.cum_openai_completion_tokens"))
 _COST = ("stats.cum_cost", "stats.cum_openai_total_cost")
+_STARTED = ("exp_args.pkl", "experiment.log")  # what ExpArgs writes when an experiment starts
 _OUTCOME = ("n_steps", "cum_reward", "cum_raw_reward", "err_msg", "stack_trace", "terminated", "truncated")
 
 
@@ -93,16 +94,27 @@ class AgentLabImporter:
         """Gather every experiment of the sources, then map each to an episode."""
         request.check_options(self.name, self.options)
         experiments: dict[str, _Experiment] = {}
+        unfinished: list[str] = []
         for index, path in enumerate(request.sources):
             if path.is_dir():
-                self._directory(path, session, experiments, request.url(index))
+                self._directory(path, session, experiments, request.url(index), unfinished)
             elif path.name.endswith(".csv"):
                 self._csv(path, session, experiments, request.url(index))
             else:
                 self._summary(path, path.parent.name, session, experiments, url=request.url(index))
         if not experiments:
-            raise SourceFormatError("holds no AgentLab experiment (no summary_info.json, no result CSV rows)",
-                                    file=str(request.sources[0]))
+            raise SourceFormatError("holds no AgentLab experiment (no summary_info.json, no result CSV rows)"
+                                    + (": its experiment directories have not finished (no summary_info.json)"
+                                       if unfinished else ""), file=str(request.sources[0]))
+        unfinished = [name for name in unfinished if name not in experiments]  # a CSV row gives its outcome
+        if unfinished:
+            session.add_drop(target="episodes", action="unobserved", declaration="source_missing",
+                             loss_class="missing_summary",
+                             reason=f"{len(unfinished)} experiment directory(ies) have AgentLab's start files "
+                             "(exp_args.pkl / experiment.log) but no summary_info.json, which ExpArgs.run writes "
+                             "when the episode ends: still running or killed, so how they ended is unknown: "
+                             + ", ".join(unfinished[:5]) + (" …" if len(unfinished) > 5 else ""),
+                             count=len(unfinished))
         rewards: dict[str, list[float]] = {}
         unread: dict[str, int] = {}
         for exp in experiments.values():
@@ -117,8 +129,10 @@ class AgentLabImporter:
 
     # -- gathering -----------------------------------------------------------------------
     def _directory(self, root: Path, session: ImportSession, experiments: dict[str, _Experiment],
-                   url: str | None) -> None:
+                   url: str | None, unfinished: list[str]) -> None:
         for directory, names in _walk(root):
+            if _SUMMARY not in names and any(n in _STARTED for n in names):
+                unfinished.append(directory.name)
             if _SUMMARY in names:
                 exp = self._summary(directory / _SUMMARY, directory.name, session, experiments, url=url)
                 for name in names:
@@ -198,7 +212,9 @@ def _read_summary(path: Path, record: str) -> dict[str, Any]:
     if size > _MAX_SUMMARY:
         raise SourceFormatError(f"is {size:,} bytes; a summary_info.json over {_MAX_SUMMARY:,} is refused",
                                 file=str(path), record=record)
-    value = read_document(path, record=record)
+    # AgentLab's json.dump writes numpy NaN as NaN (loop.py _aggregate_episode_stats: np.nanmax of a stat
+    # that was None at every step); read, then null (_number)
+    value = read_document(path, record=record, constants=True)
     if not isinstance(value, dict):
         raise SourceFormatError("is not a JSON object (an AgentLab summary_info)", file=str(path), record=record)
     return value

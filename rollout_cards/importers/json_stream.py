@@ -519,8 +519,9 @@ def iter_records(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS) 
 
 
 def read_document(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS, record: str | None = "document",
-                  data: bytes | None = None) -> Any:
-    """The one JSON value `path` holds (a trajectory, a report), streamed with the strict decoder.
+                  data: bytes | None = None, constants: bool = False) -> Any:
+    """The one JSON value `path` holds (a trajectory, a report), streamed with the strict decoder
+    (`constants`: NaN / Infinity literals read as floats, for writers that emit them).
 
     Errors name the file and `record`; a value longer than `max_value_chars` is refused
     before it is buffered, and anything but whitespace after the value is an error. `data`:
@@ -531,7 +532,7 @@ def read_document(path: Path, *, max_value_chars: int = DEFAULT_MAX_VALUE_CHARS,
     if data is not None and len(data) <= max_value_chars and (value := fast_decode(data)) is not MISS:
         return value
     with open(path, "rb") as fh:
-        stream = JsonStream(fh, str(path), max_value_chars=max_value_chars)
+        stream = JsonStream(fh, str(path), max_value_chars=max_value_chars, constants=constants)
         stream.record = record
         value = stream.read_value()
         stream.end()

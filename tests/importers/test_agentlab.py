@@ -162,3 +162,28 @@ def test_experiment_names():
         "GenericAgent", "miniwob.ascending-numbers", 64)
     assert parse_experiment_name("A-b_on_workarena.servicenow.order_3") == ("A-b", "workarena.servicenow.order", 3)
     assert parse_experiment_name("no-structure") is None
+
+
+def test_nan_stats_and_an_experiment_without_summary_info(tmp_path):
+    # ServiceNow/AgentLab src/agentlab/experiments/loop.py @69cd893: _aggregate_episode_stats turns a stat
+    # that is None into np.nan and takes np.nanmax, and save_summary_info json.dump()s it: summary_info.json
+    # then holds NaN (was exit 1, "non-standard JSON constant NaN"). ExpArgs writes exp_args.pkl and
+    # experiment.log when an experiment starts and summary_info.json only when it ends: a killed or running
+    # experiment was silently absent from a study import.
+    study = tmp_path / "study"
+    d = _experiment(study, "2025-01-22_11-00-01_GenericAgent_on_miniwob.y_2", {})
+    (d / "summary_info.json").write_text(json.dumps(_summary(**{"stats.max_cost": "NANX"})).replace('"NANX"', "NaN"))
+    _experiment(study, "2025-01-22_11-00-00_GenericAgent_on_miniwob.x_1", _summary())
+    killed = study / "2025-01-22_11-00-03_GenericAgent_on_miniwob.w_4"
+    killed.mkdir()
+    (killed / "exp_args.pkl").write_bytes(b"\x80\x04N.")  # never opened
+    (killed / "experiment.log").write_text("started\n")
+    result, card = run_import("agentlab", [study], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    rows = {r["episode_id"]: r for r in card.episodes().to_pylist()}
+    assert rows["2025-01-22_11-00-01_GenericAgent_on_miniwob.y_2"]["meta.stats.max_cost"] is None
+    assert rows["2025-01-22_11-00-01_GenericAgent_on_miniwob.y_2"]["cost_usd"] == 0.5
+    drop = next(d for d in card.manifest.drops if d.loss_class == "missing_summary")
+    assert drop.count == 1 and killed.name in drop.reason
+    with pytest.raises(SourceFormatError, match="have not finished"):
+        run_import("agentlab", [killed], tmp_path / "c2")
