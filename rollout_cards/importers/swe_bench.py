@@ -11,7 +11,11 @@ every outcome list), `task_id` = instance id, `episode_id` = `<agent>/<instance>
 | `unresolved_ids`/`empty_patch_ids`| completed | false          | in empty_patch_ids |
 | only `submitted_ids`              | skipped   | null           | null              |
 
-`meta.report_lists` names every list the id appears in. An id in two lists the
+`meta.report_lists` names every list the id appears in (5.x also `infra_failure` /
+`ambiguous_failure`, a subset of unresolved / error: why it failed, the reason in
+`meta.failure_reason`; the status is as above, the harness keeps them in its denominator).
+A 2.0.x report (no `schema_version`, no submitted / empty-patch / incomplete lists) takes
+its submitted instances as completed + error. An id in two lists the
 harness keeps exclusive (real reports list an instance as both unresolved and
 empty-patch) is imported as the report says and flagged as a `source_malformed`
 drop with its count — never silently resolved. With `--predictions`, each
@@ -43,7 +47,9 @@ from .swe_bench_trajs import Trajectories
 __all__ = ["SweBenchImporter"]
 
 _LISTS = ("submitted_ids", "completed_ids", "incomplete_ids", "resolved_ids", "unresolved_ids",
-          "empty_patch_ids", "error_ids")
+          "empty_patch_ids", "error_ids", "infra_failure_ids", "ambiguous_failure_ids")
+# reporting.py (SWE-bench 5.x) classifies why unresolved / error instances failed: a subset of those,
+# the denominator unchanged; failure_reasons maps such an id to the reason found in its logs
 #: Lists the harness fills with an if/elif chain: an instance belongs to at most one.
 _EXCLUSIVE = ("resolved_ids", "unresolved_ids", "empty_patch_ids", "error_ids", "incomplete_ids")
 _OUTCOMES = ("resolved_ids", "unresolved_ids", "empty_patch_ids", "error_ids")
@@ -118,8 +124,19 @@ def _report(path: Path) -> dict[str, Any]:
         stream = JsonStream(fh, str(path), max_value_chars=_MAX_REPORT_CHARS)
         report = stream.read_value()
         stream.end()
-    if not isinstance(report, dict) or report.get("schema_version") != 2:
-        raise SourceFormatError("is not a SWE-bench harness report with schema_version 2", file=str(path))
+    if isinstance(report, dict) and "schema_version" not in report and isinstance(report.get("completed_ids"), list) \
+            and "submitted_ids" not in report and isinstance(report.get("error_ids"), list):
+        # SWE-bench 2.0.x (run_evaluation.py @v2.0.0) wrote no schema_version and no submitted / empty_patch /
+        # incomplete lists: the instances it evaluated are the completed and the errored ones
+        report = {**report, "submitted_ids": sorted(set(report["completed_ids"]) | set(report["error_ids"])),
+                  "_schema_1": True}
+    elif not isinstance(report, dict) or report.get("schema_version") != 2:
+        raise SourceFormatError("is not a SWE-bench harness report with schema_version 2 (or a 2.0.x report "
+                                "with completed_ids and error_ids)", file=str(path))
+    reasons = report.get("failure_reasons", {})
+    if not isinstance(reasons, dict) or not all(isinstance(v, str) for v in reasons.values()):
+        raise SourceFormatError("failure_reasons is not an object of instance id -> text", file=str(path),
+                                record="failure_reasons")
     for name in _LISTS:
         value = report.get(name, [])
         if not isinstance(value, list) or not all(isinstance(i, str) and i for i in value):
@@ -152,6 +169,8 @@ def _import_report(
             conflicts.setdefault(("not in submitted_ids",), []).append(iid)
         with session.record():
             row, steps = _episode(iid, lists, agent, path, patches, session)
+            if iid in report.get("failure_reasons", {}):
+                row["meta.failure_reason"] = report["failure_reasons"][iid]
             row.update((extra or {}).get(iid, {}))
             if trajs is not None:
                 steps = trajs.fill(iid, steps, row)
@@ -177,6 +196,16 @@ def _import_report(
             selector=_selector(agent, orphans), count=len(orphans),
             affects=["swe_bench.resolved_rate", "swe_bench.resolved_rate_nonempty"],
         )
+    if report.get("_schema_1"):
+        session.note(f"{path.name}: a SWE-bench 2.0.x report (no schema_version): no submitted, empty-patch or "
+                     "incomplete lists, so the submitted instances are taken as completed + error")
+    known = {*_LISTS, *_COUNTS, "schema_version", "failure_reasons", "total_instances", "_schema_1", "_rows",
+             "infra_failure_instances", "ambiguous_failure_instances"}
+    other = {k: v for k, v in report.items() if k not in known}
+    if other:  # e.g. 2.0.x unstopped_containers / unremoved_images: kept, not mapped
+        session.set_meta(f"swe_bench_report.{path.stem}", other)
+        session.note(f"{path.name}: report fields {', '.join(sorted(other))} kept in "
+                     f"meta.swe_bench_report.{path.stem}")
     for field, name in _COUNTS.items():
         count = report.get(field)
         if count is not None and count != len(sets[name]):

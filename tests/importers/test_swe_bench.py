@@ -101,3 +101,35 @@ def test_not_a_report(tmp_path):
 def test_unknown_option_is_refused(tmp_path):
     with pytest.raises(ImporterError, match="no option fields"):
         run_import("swe-bench", [REPORT], tmp_path / "card", options={"fields": {}})
+
+
+def test_the_5x_failure_classification_and_a_2_0_report(tmp_path):
+    # SWE-bench/SWE-bench swebench/harness/reporting.py @7a21e05: infra_failure_ids / ambiguous_failure_ids
+    # (a subset of unresolved / error, why they failed) and failure_reasons were silently not in the card;
+    # run_evaluation.py @v2.0.0 wrote no schema_version and no submitted/empty_patch/incomplete lists (exit 1)
+    ids = ["a__a-1", "b__b-2", "c__c-3"]
+    v5 = {"total_instances": 3, "submitted_instances": 3, "completed_instances": 2, "resolved_instances": 1,
+          "unresolved_instances": 1, "empty_patch_instances": 0, "error_instances": 1,
+          "infra_failure_instances": 1, "ambiguous_failure_instances": 0,
+          "completed_ids": ids[:2], "incomplete_ids": [], "empty_patch_ids": [], "submitted_ids": ids,
+          "resolved_ids": ids[:1], "unresolved_ids": ids[1:2], "infra_failure_ids": ids[2:],
+          "ambiguous_failure_ids": [], "failure_reasons": {ids[2]: "docker: no space left on device"},
+          "error_ids": ids[2:], "schema_version": 2}
+    (tmp_path / "m.run.json").write_text(json.dumps(v5))
+    _, card = run_import("swe-bench", [tmp_path / "m.run.json"], tmp_path / "c5")
+    assert_valid(tmp_path / "c5")
+    row = _rows(card)[ids[2]]
+    assert row["status"] == "error" and row["meta.failure_reason"] == "docker: no space left on device"
+    assert row["meta.report_lists"] == "submitted,error,infra_failure"
+    v2 = {"total_instances": 3, "completed_instances": 2, "resolved_instances": 1, "unresolved_instances": 1,
+          "error_instances": 1, "unstopped_instances": 0, "completed_ids": ids[:2], "resolved_ids": ids[:1],
+          "unresolved_ids": ids[1:2], "error_ids": ids[2:], "unstopped_containers": [], "unremoved_images": ["img"]}
+    (tmp_path / "m.old.json").write_text(json.dumps(v2))
+    result, card = run_import("swe-bench", [tmp_path / "m.old.json"], tmp_path / "c2")
+    assert_valid(tmp_path / "c2")
+    assert {r["task_id"]: r["status"] for r in card.episodes().to_pylist()} == {
+        ids[0]: "completed", ids[1]: "completed", ids[2]: "error"}
+    reported = {r["rule"]: r["reported"][0]["value"] for r in result.rules}
+    assert reported["swe_bench.resolved_rate"] == pytest.approx(1 / 3)
+    assert card.manifest.meta["swe_bench_report.m.old"]["unremoved_images"] == ["img"]
+    assert any("2.0.x" in n for n in result.notes)
