@@ -176,6 +176,10 @@ def _episode(
         raise probe.error(f"index {sample!r} is not a sample index (an integer or a string)")
     episode_id = f"{agent}/{task}/{sample}"
     steps = StepBuffer(episode_id, file=str(path), record=f"{label} (index {sample})")
+    if "target" in record and "input" in record and "time" not in record and "error" not in record:
+        # AgentBench v0.1 (src/task.py save_runs_all): {index, input, output, target}, no sample status
+        raise steps.error("is an AgentBench v0.1 runs.jsonl line (index, input, output, target: no sample status, "
+                          "no time); this importer reads the v0.2+ task-server output (output.status, time)")
     output = record.get("output")
     if output is None:
         output = {}

@@ -141,3 +141,11 @@ def test_output_directories_retried_attempts_and_the_rule_over_runs_only(tmp_pat
     with pytest.raises(SourceFormatError, match="holds no AgentBench runs.jsonl"):
         (tmp_path / "empty").mkdir()
         run_import("agentbench", [tmp_path / "empty"], tmp_path / "c-empty")
+
+
+def test_a_v0_1_line_is_named_as_such(tmp_path):
+    # THUDM/AgentBench branch v0.1 src/task.py save_runs_all: {index, input, output, target}; it was
+    # "output.status None is not an AgentBench SampleStatus" (or "output is str")
+    path = _write(tmp_path, [{"index": 0, "input": {"q": 1}, "output": "answer", "target": "answer"}])
+    with pytest.raises(SourceFormatError, match="v0.1"):
+        run_import("agentbench", [path], tmp_path / "c")
