@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -146,7 +147,10 @@ def replica_bench(formats: list[str], sizes: list[int], repeats: int, run: Calla
     for _ in range(repeats):
         for (fmt, n), source in sources.items():
             for mode in ("load-replica", f"import:{fmt}"):
-                runs.setdefault((fmt, n, mode), []).append(run(mode, source, out))
+                r = run(mode, source, out)
+                runs.setdefault((fmt, n, mode), []).append(r)
+                print(f"  {fmt} {n:,} {mode}: {r['seconds']:.1f} s, {r['cpu_seconds']:.2f} CPU s, "
+                      f"{r['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
     load1 = os.getloadavg()
     print(f"\n{repeats} rounds, each measurement a fresh process; figures are medians over the rounds, peak RSS the "
           f"maximum. Load average (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} at the start, "
