@@ -20,6 +20,7 @@ Each step's `parent_seq`, `depth` and `agent` come from the sub-agent span its e
 | `step` begin/end (older logs) | `span_begin`/`span_end` (name = step name)            |
 | `score`                | `score` (name = the enclosing scorer, content = value)       |
 | `subtask` with its own `events` (older logs) | `span_begin` (name = subtask name, payload = the event without its events), the events' steps inside it (a sub-agent), `span_end` at `completed` |
+| `tool` with an `agent` and its own `events` (older logs: a tool that ran an agent) | `tool_call` (payload without the events) launching a sub-agent (`agent` = the event's agent) whose steps are the events', then the `tool_result` |
 | `state`, `store`, `sample_init` | `state` (name = event type)                         |
 | `sandbox`              | `action` (name = sandbox)                                    |
 | anything else          | `annotation` (name = event type; `logger`/`info` text as content) |
@@ -38,7 +39,7 @@ from typing import Any
 from ..errors import SourceFormatError
 from ..jsondoc import fast_text, fast_texts
 from .inspect_log import text as json_text
-from .inspect_spans import Span, Spans, resolve
+from .inspect_spans import TOOL_AGENT, Span, Spans, resolve
 from .steps import StepBuffer, parse_timestamp
 
 __all__ = ["add_events", "add_messages", "message_text", "resolve_attachment"]
@@ -187,7 +188,7 @@ def add_events(
         # no source texts (a .json log): the payloads' texts, all in one encoding (fast_texts
         # gives exactly what `json_text(ev)` below gives, or None for that one)
         texts = fast_texts(events, finite=finite)
-    labels: list[str] | None = None  # each event's place, once older subtasks' events are spliced in
+    labels: list[str] | None = None  # each event's place, once older nested events are spliced in
     if any(map(_holds_events, events)):
         events, texts, labels = _splice(events, texts)
     seen: Counter[tuple[str, str]] = Counter()  # conversation messages already stepped
@@ -195,15 +196,17 @@ def add_events(
     scorer_spans: set[str] = set()
     scorer: str | None = None  # the scorer whose span or step encloses a `score` event
     nesting = Spans()
-    subtasks: list[Span] = []  # the older subtasks whose spliced events are being read
+    subtasks: list[Span] = []  # the older subtasks and tool agents whose spliced events are being read
     for i, ev in enumerate(events):
         at = i if labels is None else labels[i]
         kind = ev.get("event") if type(ev) is dict else None
         if type(kind) is not str:
-            if type(ev) is _SubtaskEnd:  # after an older subtask's own events
+            if type(ev) is _SubtaskEnd:  # after an older subtask's or tool agent's own events
                 span = subtasks.pop()
                 nesting.close(span)
                 line.span = span.parent
+                if span.kind == TOOL_AGENT:
+                    continue  # the tool's result (at its completion) ends it
                 done = ev.event.get("completed")
                 done = None if done is None else _time(steps, done, at)
                 if done is not None and span.t is not None and done < span.t:
@@ -240,7 +243,10 @@ def add_events(
             _model(steps, line, ev, t, attachments, pool, seen, at, payload)
         elif kind == "tool":
             seen[("tool", str(ev.get("id")))] += 1
-            _tool(steps, line, ev, t, attachments, at)
+            nested = labels is not None and _holds_events(ev)  # an older log's tool agent
+            item = _tool(steps, line, ev, t, attachments, at, nested)
+            if nested:
+                subtasks.append(nesting.open(TOOL_AGENT, _str(ev.get("agent")), line.span, item, t))
         elif kind == "error":
             error = ev.get("error") if isinstance(ev.get("error"), dict) else {}
             line.put(t, "error", content=_str(error.get("message")), is_error=True, payload=payload)
@@ -345,9 +351,13 @@ class _SubtaskEnd:
 
 
 def _holds_events(ev: Any) -> bool:
-    """Whether `ev` is a `subtask` event of an older log holding its own `events` (deprecated in Inspect:
-    newer logs record them in the main transcript, inside the subtask's span)."""
-    return type(ev) is dict and ev.get("event") == "subtask" and type(ev.get("events")) is list and bool(ev["events"])
+    """Whether `ev` is an event of an older log holding its own `events` (deprecated in Inspect: newer
+    logs record them in the main transcript, inside a span): a `subtask`, or a `tool` event with an
+    `agent` (a tool that ran an agent: Inspect's timeline makes those an agent span)."""
+    if type(ev) is not dict or type(ev.get("events")) is not list or not ev["events"]:
+        return False
+    kind = ev.get("event")
+    return kind == "subtask" or (kind == "tool" and bool(ev.get("agent")))
 
 
 def _splice(events: list[Any], texts: list[Any] | None) -> tuple[list[Any], list[Any], list[str]]:
@@ -402,17 +412,20 @@ def _annotation_text(ev: dict[str, Any], attachments: dict[str, str]) -> str | N
 
 
 def _tool(
-    steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str], at: int | str
-) -> None:
+    steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str], at: int | str,
+    nested: bool = False,
+) -> int:
+    """The `tool_call` and `tool_result` steps of a tool event; returns the call's timeline item.
+    `nested`: the event's own `events` are the steps of its agent (not kept in the payload)."""
     call_id = ev.get("id")
     if not isinstance(call_id, str):
         raise steps.error(f"{_where(at)} is a tool event without a string id")
     arguments = ev.get("arguments")
-    payload = {k: v for k, v in ev.items() if k != "result"}
-    line.put(t, "tool_call", name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
+    payload = {k: v for k, v in ev.items() if k != "result" and (k != "events" or not nested)}
+    item = line.put(t, "tool_call", name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
              call_id=call_id, role="assistant", payload=fast_text(payload) or payload)  # as StepBuffer would encode it
     if ev.get("pending"):
-        return  # the tool had not returned when the log was written: no result to record
+        return item  # the tool had not returned when the log was written: no result to record
     done = ev.get("completed")
     done = None if done is None else _time(steps, done, at)
     if done is not None and t is not None and done < t:
@@ -425,6 +438,7 @@ def _tool(
     text = json_text(result) if isinstance(result, (int, float, bool)) else message_text(result, attachments)
     line.put(done, "tool_result", call_id=call_id, content=text, role="tool", name=_str(ev.get("function")),
              is_error=error is not None, payload=payload or None)
+    return item
 
 
 def add_messages(steps: StepBuffer, messages: list[Any], attachments: dict[str, str]) -> None:

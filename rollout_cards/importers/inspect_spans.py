@@ -12,6 +12,7 @@ agents (inspect_ai/event/_timeline.py), plus subtasks:
 | `agent` outside all of those (the task's own agent, e.g. `react()` as the solver) | the top level's (`depth` unchanged), `agent` = the span name |
 | `subtask` (an `@subtask` function; Inspect writes a `subtask` event inside it; an older log's `subtask` event with its own `events` is opened as one, `Spans.open`) | a sub-agent's, as for `agent` (`agent` = the subtask name) |
 | `tool` with a model call inside it and no `agent` or `subtask` span (a tool that runs a model itself) | a sub-agent's (`agent` = the tool name) |
+| an older log's `tool` event with an `agent` and its own `events` (opened by `Spans.open` as a `TOOL_AGENT` span, launched by the tool_call step) | a sub-agent's (`agent` = the event's agent) |
 | any other (`init`, `solvers`, `solver`, `handoff`, `scorers`, `scorer`, other tools, …) | the enclosing span's |
 
 A span's own `span_begin` and `span_end` steps belong to the enclosing agent. Top-level
@@ -24,9 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Span", "Spans", "resolve"]
+__all__ = ["TOOL_AGENT", "Span", "Spans", "resolve"]
 
-_AGENTS = frozenset(("agent", "subtask"))
+#: The kind of the span `Spans.open` opens for an older log's tool event with its own agent events.
+TOOL_AGENT = "tool agent"
+_AGENTS = frozenset(("agent", "subtask", TOOL_AGENT))
+_SUB_AGENTS = frozenset(("subtask", TOOL_AGENT))  # always a sub-agent
 _LAUNCHERS = frozenset(("agent", "subtask", "tool", "handoff"))  # an agent span below one is a sub-agent
 
 
@@ -83,7 +87,7 @@ class Spans:
 
     def open(self, kind: Any, name: str | None, parent: Span | None, item: int, t: int | None = None) -> Span:
         """A span that begins here (its `span_begin` step is timeline item `item`, at time `t`): events
-        without ids are in it until it is closed. An older log's subtask is opened so, by its event."""
+        without ids are in it until it is closed. An older log's subtask or tool agent is opened so, by its event."""
         span = Span(kind, name, parent, item, t)
         if kind in _AGENTS:
             _mark(parent, "has_agent")
@@ -129,7 +133,7 @@ def resolve(span: Span | None) -> tuple[int | None, int, str | None]:
     outer = (None, 0, None, False) if above is None else above.resolved
     for node in reversed(chain):
         item, depth, agent, launched = outer
-        if node.kind == "subtask" or (node.kind == "agent" and launched) or (
+        if node.kind in _SUB_AGENTS or (node.kind == "agent" and launched) or (
                 node.kind == "tool" and node.has_model and not node.has_agent):
             outer = (node.item, depth + 1, node.name, True)
         elif node.kind == "agent":  # the task's own agent

@@ -310,3 +310,53 @@ def old_subtasks(path: Path, out: Path) -> Path:
         sample.events = events
     write_eval_log(log, str(out))
     return out
+
+
+def old_tool_agents(path: Path, out: Path) -> tuple[Path, dict[str, str]]:
+    """The log at `path` as older Inspect wrote a tool that ran an agent (`as_tool()`, `handoff()`):
+    the tool event holds the agent's events in its own `events` list and names it in `agent`
+    (what Inspect's timeline makes an agent span), the agent's span_begin and span_end gone (the
+    events directly in it without a span_id). Innermost agents first, so a tool agent inside
+    another is in the outer tool event's events. Written by Inspect's own write_eval_log; returns
+    it and {uuid of each agent's span_begin: uuid of the tool event that now holds its events}."""
+    log = read_eval_log(str(path))
+    held: dict[str, str] = {}
+    for sample in log.samples or []:
+        events = list(sample.events)
+        begins = {e.id: e for e in events if e.event == "span_begin"}
+
+        def owner(e: Any) -> str | None:
+            if e.event == "span_begin":
+                return e.parent_id
+            return begins[e.id].parent_id if e.event == "span_end" else e.span_id
+
+        def chain(span_id: str | None) -> list[str]:
+            out = []
+            while span_id is not None:
+                out.append(span_id)
+                span_id = begins[span_id].parent_id
+            return out
+
+        def launched(tool: Any, span: Any) -> bool:
+            parent = begins.get(span.parent_id)
+            return tool.agent_span_id == span.id or (
+                bool(tool.agent) and tool.agent == span.name and parent is not None and parent.type == "tool"
+                and parent.name == tool.function and tool.span_id in chain(parent.parent_id))
+
+        agents = sorted((b for b in begins.values() if b.type == "agent"), key=lambda b: -len(chain(b.id)))
+        for span in agents:
+            tools = [e for e in events if e.event == "tool" and launched(e, span)]
+            if not tools:
+                continue
+            (tool,) = tools
+            members = [e for e in events if owner(e) is not None and span.id in chain(owner(e))
+                       and not (e.event in ("span_begin", "span_end") and e.id == span.id)]
+            nested = [e.model_copy(update={"span_id": None}) if e.span_id == span.id else e for e in members]
+            gone = {id(e) for e in members} | {id(e) for e in events
+                                                if e.event in ("span_begin", "span_end") and e.id == span.id}
+            old = tool.model_copy(update={"agent": span.name, "events": nested, "agent_span_id": None})
+            held[span.uuid] = tool.uuid
+            events = [old if e is tool else e for e in events if id(e) not in gone]
+        sample.events = events
+    write_eval_log(log, str(out))
+    return out, held

@@ -1,5 +1,5 @@
 """Inspect sub-agents (handoff, as_tool, subtask, a tool that calls a model) nest their steps;
-so do the events an older log's `subtask` event holds itself.
+so do the events an older log's `subtask` event, or tool event with an `agent`, holds itself.
 
 The logs are written by inspect-ai's own eval() (tests/importers/inspect_runs.py:run_nested);
 each step's depth, agent and launching span are compared with a plain-Python walk over the
@@ -22,7 +22,7 @@ from inspect_ai.log import read_eval_log  # noqa: E402
 import rollout_cards as rc  # noqa: E402
 from tests.conftest import external  # noqa: E402
 from tests.importers.conftest import assert_valid, run_import  # noqa: E402
-from tests.importers.inspect_runs import old_subtasks, run_nested  # noqa: E402
+from tests.importers.inspect_runs import old_subtasks, old_tool_agents, run_nested  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["eval", "json"])
@@ -284,6 +284,45 @@ def test_an_older_subtask_events_own_events_nest_under_its_span(logs, tmp_path):
         # the steps of the log written today, less one per subtask (its span_begin, span_end and annotation: 2)
         today, _ = run_import("inspect", [path], tmp_path / f"today-{label}")
         assert result.steps == today.steps - len(subtask_events)
+
+
+def test_an_older_tool_events_own_agent_events_nest_under_its_call(logs, tmp_path):
+    """Older Inspect logs kept the events of an agent a tool ran (as_tool, handoff) in the tool
+    event's own `events`, naming it in `agent` (tests/importers/inspect_runs.py:old_tool_agents
+    writes the run so, with Inspect's own write_eval_log). The tool_call step launches a sub-agent
+    whose steps are those events: each event's depth and agent are those the plain-Python walk
+    gives for the same event in the log as Inspect writes it now, its parent the tool event's
+    call step where today it is the agent span's span_begin; the card validates."""
+    fmt, paths = logs
+    for label, path in paths.items():
+        old, launched = old_tool_agents(path, tmp_path / f"old-tools-{label}.{fmt}")
+        result, card = run_import("inspect", [old], tmp_path / label)
+        assert_valid(result.path)
+        steps = card.steps().to_pylist()
+        refs = {}
+        for events in _events(path):
+            refs.update(_reference(events))
+        today = {e["uuid"]: e for events in _events(path) for e in events}
+        held = [e for events in _events(old) for e in events if e["event"] == "tool" and e.get("events")]
+        assert held and all(e["agent"] for e in held), "the derived log holds the agents' events in tool events"
+        assert {today[u]["name"] for u in launched} >= {"calc", "leaf"}  # as_tool agents, one nested in the other
+        by_seq = {(s["episode_id"], s["seq"]): s for s in steps}
+        nested = 0
+        for s in steps:
+            uuid = _uuid(s)
+            if uuid is None:
+                continue
+            depth, parent, agent = refs[uuid]
+            parent = launched.get(parent, parent)
+            assert (s["depth"], s["agent"]) == (depth, agent), (label, s["seq"], s["kind"], s["name"])
+            assert (None if s["parent_seq"] is None else _uuid(by_seq[(s["episode_id"], s["parent_seq"])])) == parent
+            nested += parent in launched.values()
+            if uuid in launched.values() and s["kind"] == "tool_call":
+                assert "events" not in json.loads(s["payload"])  # they are steps of their own
+        assert nested >= 2 * len(launched)  # each agent's model calls at least
+        # the steps of the log written today, less each agent span's span_begin and span_end
+        now, _ = run_import("inspect", [path], tmp_path / f"today-tools-{label}")
+        assert result.steps == now.steps - 2 * len(launched)
 
 
 def test_an_error_in_an_older_subtasks_own_events_names_its_place(tmp_path):
