@@ -274,6 +274,13 @@ def run_nested(tmp: Path, fmt: str = "eval") -> dict[str, Path]:
     return out
 
 
+def _owner(e: Any, begins: dict[str, Any]) -> str | None:
+    """The id of the span event `e` is in (a span's own begin and end: its parent's)."""
+    if e.event == "span_begin":
+        return e.parent_id
+    return begins[e.id].parent_id if e.event == "span_end" else e.span_id
+
+
 def old_subtasks(path: Path, out: Path) -> Path:
     """The log at `path` as Inspect wrote subtasks before it recorded their events in the main
     transcript: each subtask span (its span_begin and span_end, the `subtask` event and the
@@ -285,13 +292,8 @@ def old_subtasks(path: Path, out: Path) -> Path:
         events = list(sample.events)
         begins = {e.id: e for e in events if e.event == "span_begin"}
 
-        def owner(e: Any) -> str | None:
-            if e.event == "span_begin":
-                return e.parent_id
-            return begins[e.id].parent_id if e.event == "span_end" else e.span_id
-
         def inside(e: Any, span_id: str) -> bool:
-            own = owner(e)
+            own = _owner(e, begins)
             while own is not None and own != span_id:
                 own = begins[own].parent_id
             return own == span_id
@@ -325,11 +327,6 @@ def old_tool_agents(path: Path, out: Path) -> tuple[Path, dict[str, str]]:
         events = list(sample.events)
         begins = {e.id: e for e in events if e.event == "span_begin"}
 
-        def owner(e: Any) -> str | None:
-            if e.event == "span_begin":
-                return e.parent_id
-            return begins[e.id].parent_id if e.event == "span_end" else e.span_id
-
         def chain(span_id: str | None) -> list[str]:
             out = []
             while span_id is not None:
@@ -349,7 +346,7 @@ def old_tool_agents(path: Path, out: Path) -> tuple[Path, dict[str, str]]:
             if not tools:
                 continue
             (tool,) = tools
-            members = [e for e in events if owner(e) is not None and span.id in chain(owner(e))
+            members = [e for e in events if span.id in chain(_owner(e, begins))
                        and not (e.event in ("span_begin", "span_end") and e.id == span.id)]
             nested = [e.model_copy(update={"span_id": None}) if e.span_id == span.id else e for e in members]
             gone = {id(e) for e in members} | {id(e) for e in events
