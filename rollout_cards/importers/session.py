@@ -205,20 +205,27 @@ class ImportSession:
         self._warnings: list[str] = []
         self._header = _Header()
         self._done = False
+        #: Each source's (size, mtime, inode) when it was hashed: finish() checks none changed since.
+        self._versions: list[tuple[Path, tuple[int, int, int]]] = []
 
     # -- provenance, plan, notes ---------------------------------------------------------
     def add_source(self, path: Path, format: str, url: str | None = None, *, data: bytes | None = None) -> SourceFile:
         """Hash a source file and record it in provenance (name only, no local directories);
         `data`: the file's bytes, when the importer has read them (hashed, not read again)."""
-        if data is not None:
-            sha, size = hashlib.sha256(data).hexdigest(), len(data)
-        else:
-            try:
+        try:
+            before = _version_of(path)
+            if data is not None:
+                sha, size = hashlib.sha256(data).hexdigest(), len(data)
+            else:
                 sha, size = sha256_file(path)
-            except OSError as exc:
-                raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+            after = _version_of(path)
+        except OSError as exc:
+            raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+        if before != after or size != after[0]:
+            raise _changed(path, before, after)
         source = SourceFile(name=path.name, format=format, sha256=sha, bytes=size, url=url)
         self._sources.append(source)
+        self._versions.append((path, after))
         return source
 
     def set_software(self, key: str, software: Software | Mapping[str, Any] | None) -> None:
@@ -415,6 +422,14 @@ class ImportSession:
             raise SourceFormatError(
                 f"no episodes could be imported from {', '.join(s.name for s in self._sources) or 'the sources'}{detail}"
             )
+        for path, seen in self._versions:
+            try:
+                now = _version_of(path)
+            except OSError as exc:
+                raise SourceFormatError(f"was removed or became unreadable while it was imported: "
+                                        f"{exc.strerror or exc}", file=str(path)) from None
+            if now != seen:
+                raise _changed(path, seen, now)
         self._tables.finish()
         self._malformed_drops()
         self._orphan_drops()
@@ -541,6 +556,19 @@ def _reason(exc: SourceFormatError) -> str:
     text = str(exc)
     where = ", ".join(x for x in (exc.file, f"record {exc.record}" if exc.record is not None else None) if x)
     return text[len(where) + 2 :] if where and text.startswith(where + ": ") else text
+
+
+def _version_of(path: Path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _changed(path: Path, before: tuple[int, int, int], after: tuple[int, int, int]) -> SourceFormatError:
+    """A source that changed while it was hashed or read: the digest the card would record in
+    provenance would not be of the bytes it was built from."""
+    sizes = f"{before[0]:,} -> {after[0]:,} bytes" if before[0] != after[0] else f"{after[0]:,} bytes, rewritten"
+    return SourceFormatError(f"changed while it was imported ({sizes}); the card's provenance would name a digest "
+                             "of other bytes than it read; import a copy that nothing is writing to", file=str(path))
 
 
 def _generator(format: str) -> dict[str, Any]:

@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rollout_cards.cli import app
+from rollout_cards.errors import SourceFormatError
+from rollout_cards.importers import import_source
 from tests.importers.conftest import SOURCES
 
 
@@ -33,3 +35,47 @@ def test_a_mapping_file_that_is_not_a_small_regular_file_is_refused(tmp_path, ki
                 "directory": "is a directory", "too-large": "larger than 1024 KiB"}[kind]
     assert f"{mapping}: " in result.output and expected in result.output, result.output
     assert "internal error" not in result.output
+
+
+def test_a_source_that_changes_while_it_is_imported_is_refused(tmp_path, monkeypatch):
+    # Before, the card recorded in provenance the sha256 the source had when it was hashed,
+    # while its records were read later from other bytes (exit 0, a digest of nothing it holds).
+    import rollout_cards.importers.chat_jsonl as chat
+
+    source = tmp_path / "chat.jsonl"
+    source.write_bytes((SOURCES / "chat" / "chat.jsonl").read_bytes())
+    reader = chat.iter_records
+
+    def growing(path):
+        for i, item in enumerate(reader(path)):
+            if i == 0:
+                with open(path, "ab") as fh:  # another process appends a record meanwhile
+                    fh.write(b'{"id": "late", "messages": [], "metadata": {"task": "t"}}\n')
+            yield item
+
+    monkeypatch.setattr(chat, "iter_records", growing)
+    result = CliRunner().invoke(app, ["import", "chat-jsonl", str(source), "--mapping",
+                                      str(SOURCES / "chat" / "mapping.yaml"), "-o", str(tmp_path / "card")])
+    assert result.exit_code == 1, result.output
+    assert f"{source}: changed while it was imported (" in result.output and " -> " in result.output, result.output
+    assert not (tmp_path / "card").exists()
+
+
+def test_a_source_rewritten_in_place_with_the_same_size_is_refused(tmp_path, monkeypatch):
+    import rollout_cards.importers.chat_jsonl as chat
+
+    source = tmp_path / "chat.jsonl"
+    source.write_bytes((SOURCES / "chat" / "chat.jsonl").read_bytes())
+    reader = chat.iter_records
+
+    def rewritten(path):
+        for i, item in enumerate(reader(path)):
+            if i == 0:
+                data = path.read_bytes()
+                os.utime(path, ns=(0, 0))  # another mtime, same bytes count: a rewrite
+                path.write_bytes(data.replace(b"found", b"FOUND"))
+            yield item
+
+    monkeypatch.setattr(chat, "iter_records", rewritten)
+    with pytest.raises(SourceFormatError, match=r"changed while it was imported \([0-9,]+ bytes, rewritten\)"):
+        import_source("chat-jsonl", [source], tmp_path / "card", options={"mapping": str(SOURCES / "chat" / "mapping.yaml")})
