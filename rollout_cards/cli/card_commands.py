@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from . import EXIT_INVALID, app, run
+from . import EXIT_INVALID, app, printable, run
 
 
 class InfoFormat(StrEnum):
@@ -30,7 +30,7 @@ def info(
     if format is InfoFormat.json:
         typer.echo(json.dumps(summary, indent=2, sort_keys=True))
     else:
-        typer.echo(render_text(summary), nl=False)
+        typer.echo(printable(render_text(summary)), nl=False)
 
 
 def _summary(path: Path, verify: bool) -> dict:

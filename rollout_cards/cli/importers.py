@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import ImporterError
-from . import app, run, without_pandas
+from . import app, printable, run, without_pandas
 
 if TYPE_CHECKING:
     from ..importers.session import ImportResult
@@ -97,7 +97,7 @@ def import_command(
     if format_ is ImportFormat.json:
         typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
         return
-    typer.echo(_render(result), nl=False)
+    typer.echo(printable(_render(result)), nl=False)
 
 
 def _render(result: "ImportResult") -> str:

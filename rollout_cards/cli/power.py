@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import app, finite, run
+from . import app, finite, printable, run
 
 if TYPE_CHECKING:
     from ..rules.power import PowerReport
@@ -81,4 +81,4 @@ def power(
     if format is PowerFormat.json:
         typer.echo(json.dumps(report.to_dict(), indent=2, allow_nan=False, ensure_ascii=False))
     else:
-        typer.echo(_table(report), nl=False)
+        typer.echo(printable(_table(report)), nl=False)

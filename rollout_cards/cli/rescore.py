@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import ADDRESS_HELP, ENGINE_HELP, Engine, app, paths_or_uris, run, without_pandas
+from . import ADDRESS_HELP, ENGINE_HELP, Engine, app, paths_or_uris, printable, run, without_pandas
 
 
 class Adjustment(StrEnum):
@@ -81,7 +81,8 @@ def rescore(
         engine=engine.value,
         address=address,
     )
-    typer.echo(render(report, format.value), nl=False)
+    text = render(report, format.value)
+    typer.echo(text if format.value == "json" else printable(text), nl=False)
 
 
 class RulesFormat(StrEnum):

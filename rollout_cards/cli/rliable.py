@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from . import app, finite, run
+from . import app, finite, printable, run
 
 if TYPE_CHECKING:
     from ..rules.runs_tasks import RunsTasksReport
@@ -67,4 +67,4 @@ def rliable(
     if format == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2, allow_nan=False, ensure_ascii=False))
     else:
-        typer.echo(_text(report), nl=False)
+        typer.echo(printable(_text(report)), nl=False)
