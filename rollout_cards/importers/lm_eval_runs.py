@@ -10,6 +10,7 @@ level down (the model directories of an output path).
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from ..errors import SourceFormatError
 from .base import ImportRequest
 from .json_stream import JsonStream
 from .session import ImportSession
-from .source_dir import children
+from .source_dir import children, regular_file
 
 __all__ = ["Run", "find_runs", "open_runs", "read_results"]
 
@@ -37,9 +38,9 @@ def find_runs(request: ImportRequest) -> dict[tuple[str, str], dict[str, Any]]:
     files: list[tuple[Path, str | None]] = []
     for index, path in enumerate(request.sources):
         if path.is_dir():
-            for _name, p, is_dir in children(path):
+            for _name, p, is_dir in _listed(path):
                 if is_dir:  # <output_path>/<model_name_sanitized>/: one level down
-                    files.extend((q, request.url(index)) for _n, q, sub in children(p) if not sub)
+                    files.extend((q, request.url(index)) for _n, q, sub in _listed(p) if not sub)
                 else:
                     files.append((p, request.url(index)))
         else:
@@ -62,6 +63,17 @@ def find_runs(request: ImportRequest) -> dict[tuple[str, str], dict[str, Any]]:
     for (where, _ts), run in runs.items():
         run["jsonl"] = jsonl[where]
     return runs
+
+
+def _listed(directory: Path) -> list[tuple[str, Path, bool]]:
+    """children(directory), and an output file's name on a FIFO, device or anything else
+    children() skips refused: not read past as if the run had no results file."""
+    entries = list(children(directory))
+    listed = {name for name, _p, is_dir in entries if not is_dir}
+    for name in sorted(set(os.listdir(directory)) - listed):
+        if _RESULTS.match(name) or _SAMPLES.match(name) or name == _LEGACY_RESULTS:
+            regular_file(directory / name, what="lm-eval output file")
+    return entries
 
 
 def open_runs(session: ImportSession, runs: dict[tuple[str, str], dict[str, Any]],

@@ -79,3 +79,18 @@ def test_a_source_rewritten_in_place_with_the_same_size_is_refused(tmp_path, mon
     monkeypatch.setattr(chat, "iter_records", rewritten)
     with pytest.raises(SourceFormatError, match=r"changed while it was imported \([0-9,]+ bytes, rewritten\)"):
         import_source("chat-jsonl", [source], tmp_path / "card", options={"mapping": str(SOURCES / "chat" / "mapping.yaml")})
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_an_lm_eval_output_file_that_is_not_a_file_is_refused(tmp_path, kind):
+    # The run directory's results file replaced by a FIFO or a directory was skipped in silence:
+    # the import succeeded from the samples alone, without the results' reported numbers (exit 0).
+    from tests.importers.test_importer_fuzz import SEEDS
+
+    inputs = SEEDS["lm-eval"](tmp_path)
+    results = next(f for f in inputs.files() if f.name.startswith("results_"))
+    results.unlink()
+    os.mkfifo(results) if kind == "fifo" else results.mkdir()
+    with pytest.raises(SourceFormatError, match="is not a regular file") as err:
+        import_source("lm-eval", inputs.sources, tmp_path / "card")
+    assert str(results) in str(err.value)
