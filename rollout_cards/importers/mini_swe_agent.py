@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import read_document, reject_constant
 from .rule_files import rule_document
-from .session import ImportSession
+from .session import ImportSession, read_source
 from .source_dir import children, exit_statuses, regular_file
 from .source_values import INT64_MAX, integer, number, text
 from .steps import StepBuffer, json_text
@@ -80,8 +79,7 @@ class MiniSweAgentImporter:
             if path.is_dir():
                 _import_dir(session, state, path, request.url(index), request.agent)
             else:
-                data = _read_whole(path)
-                session.add_source(path, self.name, request.url(index), data=data)
+                data = _add_trajectory_source(session, path, request.url(index))
                 with session.record():
                     _import_traj(session, state, path, data, request.agent, None, None, path.name)
         if session.episodes_written:
@@ -223,8 +221,7 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
         who = default_agent or (pred.get("model_name_or_path") if pred else None)
         if iid in trajs:
             path = trajs[iid]
-            data = _read_whole(path)
-            session.add_source(path, "mini-swe-agent", None, data=data)
+            data = _add_trajectory_source(session, path, None)
             with session.record():
                 got = _import_traj(session, state, path, data, who, statuses.get(iid), pred, f"{root.name}/{iid}")
                 planned_here.append((iid, got))
@@ -288,14 +285,13 @@ def _patch(session: ImportSession, row: dict[str, Any], pred: dict[str, Any] | N
 
 
 # -- one trajectory ------------------------------------------------------------------------------------
-def _read_whole(path: Path) -> bytes | None:
-    """A trajectory's bytes, read once to be hashed and decoded; None for a file over
-    `_WHOLE_BYTES` (hashed and decoded as streams)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read() if os.fstat(fh.fileno()).st_size <= _WHOLE_BYTES else None
-    except OSError as exc:  # as ImportSession.add_source says it
-        raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+def _add_trajectory_source(session: ImportSession, path: Path, url: str | None) -> bytes | None:
+    """Record a trajectory in provenance; its bytes when it is read once to be hashed and decoded
+    (None for a file over `_WHOLE_BYTES`: hashed and decoded as streams)."""
+    got = read_source(path, _WHOLE_BYTES)
+    data, version = got if got is not None else (None, None)
+    session.add_source(path, "mini-swe-agent", url, data=data, version=version)
+    return data
 
 
 def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes | None, agent: str | None,

@@ -57,7 +57,10 @@ from ..yamldoc import MAX_SCALAR_CHARS
 from .chunks import ChunkedTables
 from .steps import StepBuffer
 
-__all__ = ["ImportResult", "ImportSession", "MalformedRecord"]
+__all__ = ["ImportResult", "ImportSession", "MalformedRecord", "SourceVersion", "read_source"]
+
+#: A source file's (size, mtime in ns, inode): recorded when it is hashed, checked again before the tables are written.
+SourceVersion = tuple[int, int, int]
 
 _SHOWN_BAD = 5
 #: Keys of a rule document whose values are expressions (a mapping's values for `features`).
@@ -206,14 +209,19 @@ class ImportSession:
         self._header = _Header()
         self._done = False
         #: Each source's (size, mtime, inode) when it was hashed: finish() checks none changed since.
-        self._versions: list[tuple[Path, tuple[int, int, int]]] = []
+        self._versions: list[tuple[Path, SourceVersion]] = []
 
     # -- provenance, plan, notes ---------------------------------------------------------
-    def add_source(self, path: Path, format: str, url: str | None = None, *, data: bytes | None = None) -> SourceFile:
+    def add_source(self, path: Path, format: str, url: str | None = None, *, data: bytes | None = None,
+                   version: SourceVersion | None = None) -> SourceFile:
         """Hash a source file and record it in provenance (name only, no local directories);
-        `data`: the file's bytes, when the importer has read them (hashed, not read again)."""
+        `data`: the file's bytes, when the importer has read them (hashed, not read again), with
+        `version`: the file's version taken before that read (`read_source` returns both), so a
+        rewrite between the read and this call is seen."""
+        if (data is None) != (version is None):
+            raise TypeError("add_source: data and the version taken before reading it go together")
         try:
-            before = _version_of(path)
+            before = version if version is not None else _version_of(path)
             if data is not None:
                 sha, size = hashlib.sha256(data).hexdigest(), len(data)
             else:
@@ -558,12 +566,26 @@ def _reason(exc: SourceFormatError) -> str:
     return text[len(where) + 2 :] if where and text.startswith(where + ": ") else text
 
 
-def _version_of(path: Path) -> tuple[int, int, int]:
+def read_source(path: Path, max_bytes: int) -> tuple[bytes, SourceVersion] | None:
+    """A source file's bytes and its version, taken on the open file before reading it (give
+    both to `ImportSession.add_source`); None for a file over `max_bytes` (hash it and read it
+    as a stream)."""
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if st.st_size > max_bytes:
+                return None
+            return fh.read(), (st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError as exc:  # as add_source says it
+        raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+
+
+def _version_of(path: Path) -> SourceVersion:
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns, st.st_ino
 
 
-def _changed(path: Path, before: tuple[int, int, int], after: tuple[int, int, int]) -> SourceFormatError:
+def _changed(path: Path, before: SourceVersion, after: SourceVersion) -> SourceFormatError:
     """A source that changed while it was hashed or read: the digest the card would record in
     provenance would not be of the bytes it was built from."""
     sizes = f"{before[0]:,} -> {after[0]:,} bytes" if before[0] != after[0] else f"{after[0]:,} bytes, rewritten"

@@ -191,3 +191,30 @@ def test_a_bad_message_is_an_error_naming_the_file_the_instance_and_the_message(
         run_import("mini-swe-agent", [root], tmp_path / "card")
     assert message in str(err.value)
     assert (err.value.file, err.value.record) == (str(root / "a" / "a.traj.json"), "a")
+
+
+@pytest.mark.parametrize("layout", ["file", "dir"])
+def test_a_trajectory_rewritten_between_its_read_and_its_hash_is_refused(tmp_path, monkeypatch, layout):
+    # The trajectory is read once and its bytes hashed; the version the session checks at the end
+    # used to be taken after the read, so a same-size rewrite in between was unseen (exit 0, the card
+    # naming the digest of bytes the file no longer holds).
+    import os
+
+    from rollout_cards.importers.session import ImportSession
+
+    root = _write_run(tmp_path / "run", {"Submitted": ["a"]}, {"a": _traj("a", "Submitted")}, {})
+    traj = root / "a" / "a.traj.json"
+    original = ImportSession.add_source
+
+    def rewrite_first(self, path, *args, **kw):
+        if path == traj:  # another process rewrites it after the importer read it
+            data = traj.read_bytes()
+            traj.write_bytes(data.replace(b"Submitted", b"Submitxed"))
+            os.utime(traj, ns=(0, 0))
+        return original(self, path, *args, **kw)
+
+    monkeypatch.setattr(ImportSession, "add_source", rewrite_first)
+    with pytest.raises(SourceFormatError, match=r"a\.traj\.json: changed while it was imported \([0-9,]+ bytes, "
+                                                r"rewritten\)"):
+        run_import("mini-swe-agent", [traj if layout == "file" else root], tmp_path / "card")
+    assert not (tmp_path / "card").exists()

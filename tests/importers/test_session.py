@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import hashlib
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -260,3 +263,22 @@ def _mean_rule(tmp_path, column):
     path = tmp_path / "r.yaml"
     path.write_text(f"rule: t.mean\nscore: \"{column}\"\non_missing: exclude\n")
     return str(path)
+
+
+def test_bytes_handed_in_are_checked_against_the_version_taken_before_their_read(tmp_path):
+    from rollout_cards.importers.session import read_source
+
+    path = _source(tmp_path)
+    data, version = read_source(path, 1024)
+    assert data == b"{}" and version[0] == 2
+    assert read_source(path, 1) is None  # over the limit: hashed and read as a stream
+    session = _session(tmp_path / "card")
+    with pytest.raises(TypeError):
+        session.add_source(path, "test", data=data)
+    path.write_text("[]")  # same size, other bytes, after the read
+    os.utime(path, ns=(0, 0))
+    with pytest.raises(SourceFormatError, match=r"src\.json: changed while it was imported \(2 bytes, rewritten\)"):
+        session.add_source(path, "test", data=data, version=version)
+    data, version = read_source(path, 1024)
+    assert session.add_source(path, "test", data=data, version=version).sha256 == hashlib.sha256(b"[]").hexdigest()
+    session.abort()
