@@ -47,6 +47,7 @@ from ..errors import SourceFormatError
 from .base import ImportRequest
 from .json_stream import iter_jsonl
 from .openhands_archive import ConversationArchive, archive_path
+from .openhands_resolver import is_resolver_line, resolver_episode
 from .openhands_v1 import SubAgentCounts, V1Events, launches, run_end_state, v1_step
 from .session import ImportSession
 from .steps import StepBuffer, json_text
@@ -88,7 +89,7 @@ class OpenHandsImporter:
         """Import every line of every source."""
         request.check_options(self.name, self.options)
         stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0, "ended_on_event": 0,
-                 "pair_lines": 0}
+                 "pair_lines": 0, "resolver_lines": 0, "resolver_roles": 0, "no_tokens": 0}
         subs = SubAgentCounts()
         for index, path in enumerate(request.sources):
             session.add_source(path, self.name, request.url(index))
@@ -112,6 +113,10 @@ class OpenHandsImporter:
         if stats["no_usage"]:
             for column in ("input_tokens", "output_tokens", "total_tokens", "cost_usd"):
                 session.declare_missing(f"episodes.{column}", "the line has no metrics", count=stats["no_usage"])
+        if stats["no_tokens"]:
+            for column in ("input_tokens", "output_tokens", "total_tokens"):
+                session.declare_missing(f"episodes.{column}", "the line's metrics has no accumulated_token_usage "
+                                        "(OpenHands versions before it kept only costs)", count=stats["no_tokens"])
         if stats["delegations"]:
             session.note(f"{stats['delegations']} delegation(s) (AgentDelegateAction) nested as spans under their "
                          "delegate call; the sub-agent's steps have parent_seq = the span_begin and depth + 1")
@@ -128,6 +133,15 @@ class OpenHandsImporter:
             session.note(f"{stats['ended_on_event']} line(s) have no `error` but their V1 history ends on a "
                          "ConversationErrorEvent (MaxIterationsReached / MaxBudgetReached → limit, any other code → "
                          "error) or a stuck execution status: that is their terminal state")
+        if stats["resolver_lines"]:
+            session.note(f"{stats['resolver_lines']} line(s) are OpenHands resolver output (ResolverOutput: one issue "
+                         "or PR each, episode <owner>/<repo>#<number>, score.success = the resolver's own LLM "
+                         "judgement guess_success); their history is dataclasses.asdict(event), without event ids: a "
+                         "call and its observation are linked by order (call_id history[<i>])")
+        if stats["resolver_roles"]:
+            session.declare_missing("steps.role", "resolver output keeps dataclasses.asdict(event), which leaves out "
+                                    "the event's source: the role of a message after the first (the user's "
+                                    "instruction) is unknown", count=stats["resolver_roles"])
         session.note("OpenHands output.jsonl carries no aggregate score (test_result is filled by a separate "
                      "evaluation step); numeric test_result fields are score.* columns, no rule is declared")
 
@@ -138,6 +152,11 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
     probe = StepBuffer("", file=file, record=label)
     if not isinstance(record, dict):
         raise probe.error("is not a JSON object (an OpenHands EvalOutput line)")
+    if is_resolver_line(record):
+        return _resolver(record, label, file, agent_override, session, stats)
+    if "instance_id" not in record:
+        raise probe.error("has no instance_id: not an OpenHands EvalOutput line (nor a resolver line: no issue "
+                          "object and issue_type)")
     instance = record.get("instance_id")
     if isinstance(instance, bool) or not isinstance(instance, (str, int)) or instance == "":
         raise probe.error(f"instance_id {instance!r} is not an id")
@@ -198,6 +217,25 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
     return row, steps
 
 
+def _resolver(record: dict[str, Any], label: str, file: str, agent_override: str | None, session: ImportSession,
+              stats: dict[str, int]) -> tuple[dict[str, Any], StepBuffer]:
+    """A resolver line: its own fields (openhands_resolver), then error, metrics and patch as an EvalOutput's."""
+    def steps_for(episode_id: str, issue: str | None) -> StepBuffer:
+        return StepBuffer(episode_id, file=file, record=label if issue is None else f"{label} (issue {issue})")
+    row, steps = resolver_episode(record, steps_for, stats)
+    row["agent"] = agent_override or "openhands-resolver"
+    row["status"], error_type = terminal_state(record.get("error"))
+    if row["status"] != "completed":
+        error = record["error"]
+        row["error_message"] = error if isinstance(error, str) else json_text(error)
+        row["error_type"] = error_type
+    _metrics(record.get("metrics"), row, steps, stats)
+    patch = record.get("git_patch")
+    if isinstance(patch, str) and patch:
+        row["meta.patch_artifact"] = session.add_artifact(patch.encode("utf-8", "surrogatepass"))
+    return row, steps
+
+
 def _count(steps: StepBuffer, value: Any, field: str) -> int | None:
     if value is None:
         return None
@@ -213,6 +251,8 @@ def _metrics(metrics: Any, row: dict[str, Any], steps: StepBuffer, stats: dict[s
     if not isinstance(metrics, dict):
         raise steps.error(f"metrics is {type(metrics).__name__}, expected an object")
     usage = metrics.get("accumulated_token_usage") if isinstance(metrics.get("accumulated_token_usage"), dict) else {}
+    if not usage:
+        stats["no_tokens"] += 1  # OpenHands before accumulated_token_usage (2025) kept costs only
     row["input_tokens"] = _count(steps, usage.get("prompt_tokens"), "metrics.accumulated_token_usage.prompt_tokens")
     row["output_tokens"] = _count(steps, usage.get("completion_tokens"),
                                   "metrics.accumulated_token_usage.completion_tokens")
