@@ -11,7 +11,6 @@ import copy
 import errno
 import importlib
 import os
-import re
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -20,6 +19,7 @@ from typing import Any, NoReturn
 import typer
 
 from .. import interrupts
+from ..display import escape_controls, inert_commands
 from ..errors import (
     CardFormatError,
     PathError,
@@ -78,13 +78,10 @@ _PATH_ERRNOS = frozenset(getattr(errno, n) for n in ("ENAMETOOLONG", "ENOTDIR", 
 _USAGE = (RuleError, StatisticsError, WriterError)
 
 
-# C0/C1 controls and bidi overrides: a package's names must not drive the terminal.
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
 def printable(text: str) -> str:
-    """`text` with control characters escaped (\\x1b, \\u202e, ...); newlines kept."""
-    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """`text` with control characters escaped (\\x1b, \\u202e, ...), newlines kept, and nothing a CI
+    runner reads as a workflow command (a package's names must not drive the terminal or the CI)."""
+    return inert_commands(escape_controls(text))
 
 
 def fail(message: str, code: int = EXIT_INVALID) -> NoReturn:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import SignatureError
-from . import EXIT_INVALID, app, fail, run
+from . import EXIT_INVALID, app, fail, printable, run
 
 
 def _verify_or_fail(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -90,9 +90,9 @@ def card_command(
     if into:
         typer.echo(f"wrote {card}/README.md and listed it in {card}/card.json")
     elif output is None and check is None:
-        typer.echo(result.text, nl=False)
+        typer.echo(printable(result.text), nl=False)
     for problem in result.problems:
-        typer.echo(f"rcard: {check or output or 'README'}: {problem}", err=True)
+        typer.echo(printable(f"rcard: {check or output or 'README'}: {problem}"), err=True)
     if result.problems:
         raise typer.Exit(EXIT_INVALID)
 

@@ -15,6 +15,7 @@ from . import (
     app,
     fail,
     paths_or_uris,
+    printable,
     run,
     without_pandas,
 )
@@ -98,5 +99,6 @@ def validate(
         text = render_markdown(reports)
     else:
         text = "".join(render_text(r) for r in reports)
-    typer.echo(text, nl=False)
+    # Annotations are workflow commands by design (their data escaped by render_github).
+    typer.echo(text if format in (ReportFormat.json, ReportFormat.github) else printable(text), nl=False)
     raise typer.Exit(combined_exit(reports))

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 
+from ..display import markdown_cell
 from ..errors import CardFormatError, Problem, RolloutCardError
 from ..io.finalize import refresh_manifest
 from ..io.reader import Card, open_card
@@ -85,8 +86,7 @@ def _size_category(rows: int) -> str:
 
 
 def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return " ".join(text.replace("|", "\\|").replace("<", "&lt;").split())
+    return "" if value is None else markdown_cell(value)
 
 
 def _text(value: Any) -> str:

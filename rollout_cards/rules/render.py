@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..display import markdown_cell
 from .results import GroupResult, RescoreReport, format_value
 
 __all__ = ["FORMATS", "render"]
@@ -229,11 +230,8 @@ def _text_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    def cell(x: str) -> str:
-        return x.replace("|", "\\|")
-
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
+from ..display import escape_controls, markdown_cell
 from .report import CODES, Report, Severity
 
 __all__ = ["combined_exit", "ignore_codes", "render_github", "render_markdown", "render_json_many"]
@@ -65,7 +66,9 @@ def combined_exit(reports: Sequence[Report]) -> int:
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # The runner's own escapes (actions/toolkit escapeData); other controls as \\xNN so a
+    # package's ESC sequences do not colour or clear the log.
+    return escape_controls(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:
@@ -102,24 +105,20 @@ def render_github(reports: Sequence[Report]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md(text: object) -> str:
-    return " ".join(str(text).replace("|", "\\|").replace("<", "&lt;").split())
-
-
 def render_markdown(reports: Sequence[Report]) -> str:
     """A job-summary table (append to $GITHUB_STEP_SUMMARY), then each card's findings."""
     out = ["## rcard validate", "", "| card | verdict | errors | warnings | info | ignored |", "|---|---|---|---|---|---|"]
     for r in reports:
         ignored = ", ".join(f"{c} ({n})" for c, n in r.ignored.items()) or "—"
         mark = "✅ valid" if r.valid else ("⚠️ internal error" if r.outcome == "internal-error" else "❌ invalid")
-        out.append(f"| `{_md(r.card)}` | {mark} | {r.counts[Severity.ERROR]} | {r.counts[Severity.WARNING]} | "
-                   f"{r.counts[Severity.INFO]} | {_md(ignored)} |")
+        out.append(f"| {markdown_cell(r.card)} | {mark} | {r.counts[Severity.ERROR]} | {r.counts[Severity.WARNING]} | "
+                   f"{r.counts[Severity.INFO]} | {markdown_cell(ignored)} |")
     out.append("")
     for r in reports:
         if not r.findings and not r.omitted:
             continue
-        out += [f"### `{_md(r.card)}`", "", "| severity | code | where | message |", "|---|---|---|---|"]
-        out += [f"| {f.severity.value} | `{f.code}` | {_md(f.location)} | {_md(f.message)} |" for f in r.findings]
+        out += [f"### {markdown_cell(r.card)}", "", "| severity | code | where | message |", "|---|---|---|---|"]
+        out += [f"| {f.severity.value} | `{f.code}` | {markdown_cell(f.location)} | {markdown_cell(f.message)} |" for f in r.findings]
         out += [f"| | `{c}` | | {n} more not listed |" for c, n in r.omitted.items()]
         out.append("")
     return "\n".join(out) + "\n"

@@ -7,6 +7,7 @@ exact names (json escapes what JSON must)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 import pytest
@@ -61,3 +62,62 @@ def test_json_output_keeps_the_exact_names(card):
     assert result.exit_code == 0, result.output
     groups = {r["group"]["agent"] for r in json.loads(result.output)["results"]}
     assert groups == set(NAMES)
+
+
+# The GitHub Actions runner reads "::command::" at the start of a line (after blanks) and the
+# legacy "##[command]" anywhere in a line, in any step's stdout or stderr — so text output
+# run in CI must carry neither from a card's names, whatever the format.
+INJECT = "x\n::error::INJ1 ##[error]INJ2 <script>alert(1)</script> [l](javascript:x) `c` a\\|b"
+
+
+def _no_command(text: str) -> None:
+    assert not re.search(r"(?m)^\s*::", text) and "##[" not in text, text
+
+
+@pytest.fixture(scope="module")
+def hostile_card(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inject")
+    n = 12
+    ids = [f"e{i}" for i in range(n)]
+    writer = rc.CardWriter(root / "card", id="inject", title="T" + INJECT, timestamps=False,
+                           scope={"license": "CC0-1.0"})
+    writer.write_episodes(pa.table({
+        "episode_id": ids, "task_id": [f"t{i // 2}" for i in range(n)],
+        "agent": [("ok", "bad" + INJECT)[i % 2] for i in range(n)], "run_id": ["r0"] * n,
+        "status": ["completed"] * n, "score.success": [float(i % 3 == 0) for i in range(n)]}))
+    writer.write_steps(pa.table({"episode_id": ids, "seq": [0] * n, "kind": ["message"] * n}))
+    writer.close()
+    (root / "r.yaml").write_text(RULE)
+    (root / "card" / "unlisted ##[error]INJ3").write_text("x")  # a finding quotes its name
+    return root / "card", root / "r.yaml"
+
+
+@pytest.mark.parametrize("argv", [
+    ["info"], ["rescore", "--rule", "R"], ["rescore", "--rule", "R", "--format", "markdown"],
+    ["rescore", "--rule", "R", "--format", "csv"], ["power", "--rule", "R"], ["rliable", "--rule", "R"],
+    ["validate"], ["validate", "--format", "markdown"], ["validate", "--format", "github"], ["card"],
+])
+def test_no_workflow_command_from_a_card_in_ci_output(hostile_card, argv):
+    path, rule = hostile_card
+    argv = [argv[0], str(path)] + [str(rule) if a == "R" else a for a in argv[1:]]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code in (0, 1), result.output
+    if "github" in argv:  # every line is one of ours, the data escaped
+        assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in result.output.splitlines())
+        assert "INJ3" in result.output
+    else:
+        _no_command(result.output)
+
+
+def test_markdown_tables_keep_their_rows(hostile_card):
+    mdit = pytest.importorskip("markdown_it", reason="markdown-it-py renders the tables (installed with typer)")
+    path, rule = hostile_card
+    for argv in (["rescore", str(path), "--rule", str(rule), "--format", "markdown"],
+                 ["validate", str(path), "--format", "markdown"], ["card", str(path)]):
+        result = CliRunner().invoke(app, argv)
+        body = result.output.split("\n---\n", 1)[1] if argv[0] == "card" else result.output  # not the YAML front matter
+        html = mdit.MarkdownIt("commonmark").enable("table").render(body)
+        assert "<script" not in html and 'href="javascript' not in html, argv
+        for table in re.findall(r"<table>(.*?)</table>", html, re.S):
+            widths = {len(re.findall(r"<t[dh]>", row)) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)}
+            assert len(widths) == 1, (argv, table)

@@ -45,9 +45,9 @@ def test_markdown_summary_table(capsys) -> None:
     code, out = _out(capsys, ["validate", str(BAD / "file-unlisted"), str(FIXTURE_CARDS / "minimal"), "--format", "markdown"])
     assert code == 1
     assert out.startswith("## rcard validate\n")
-    rows = [line for line in out.splitlines() if line.startswith("| `")]
+    rows = [line for line in out.splitlines() if "invalid |" in line or "valid |" in line]
     assert len(rows) == 2 and "❌ invalid" in rows[0] and "✅ valid" in rows[1]
-    assert "`file-unlisted`" in out
+    assert "### " + str(BAD / "file-unlisted") in out
 
 
 def test_several_cards_json_and_exit_codes(capsys) -> None:
