@@ -48,7 +48,7 @@ def test_validating_a_card_without_rules_loads_no_jsonschema_yaml_or_pandas():
             "assert code == 0, code")
     loaded = _modules_after(code)
     assert "rollout_cards.validate" in loaded  # it did validate
-    assert sorted(m for m in loaded if m.split(".")[0] in {"pandas", "jsonschema", "yaml"}) == []
+    assert sorted(m for m in loaded if m.split(".")[0] in {"pandas", "dateutil", "jsonschema", "yaml"}) == []
     assert sorted(m for m in loaded if m.split(".")[:2] in (["numpy", "ma"], ["numpy", "random"])) == []
 
 
@@ -77,7 +77,9 @@ def test_pandas_stays_usable_after_a_command():
     pytest.importorskip("pandas", reason="needs pandas")
     code = ("from rollout_cards.cli import main\nmain(['validate', 'fixtures/cards/minimal'])\n"
             "import pyarrow as pa\nassert pa.table({'a': [1, 2]}).to_pandas()['a'].sum() == 3\n"
-            "import pandas\nassert pa.array(pandas.Series([1.5, None])).null_count == 1")
+            "import pandas\nassert pa.array(pandas.Series([1.5, None])).null_count == 1\n"
+            "from dateutil.relativedelta import relativedelta\n"
+            "assert pa.array([relativedelta(months=1)]).type == pa.month_day_nano_interval()")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
 
 
