@@ -47,6 +47,7 @@ from ..errors import SourceFormatError
 from .base import ImportRequest
 from .json_stream import iter_jsonl
 from .openhands_archive import ConversationArchive, archive_path
+from .openhands_report import Reports, run_files
 from .openhands_resolver import is_resolver_line, resolver_episode
 from .openhands_v1 import SubAgentCounts, V1Events, launches, run_end_state, v1_step
 from .session import ImportSession
@@ -82,8 +83,10 @@ class OpenHandsImporter:
     """OpenHands evaluation output.jsonl (V0 agent events or V1 SDK events)."""
 
     name = "openhands"
-    summary = "OpenHands evaluation output.jsonl (V0 event history or V1 SDK ActionEvent/ObservationEvent)"
+    summary = ("OpenHands evaluation output.jsonl (V0 event history or V1 SDK ActionEvent/ObservationEvent), its "
+               "output directory (with output_errors.jsonl and the report), or resolver output.jsonl")
     options: dict[str, str] = {}
+    directories = True
 
     def read(self, request: ImportRequest, session: ImportSession) -> None:
         """Import every line of every source."""
@@ -91,13 +94,19 @@ class OpenHandsImporter:
         stats = {"unpriced": 0, "no_usage": 0, "delegations": 0, "empty_delegations": 0, "ended_on_event": 0,
                  "pair_lines": 0, "resolver_lines": 0, "resolver_roles": 0, "no_tokens": 0}
         subs = SubAgentCounts()
-        for index, path in enumerate(request.sources):
-            session.add_source(path, self.name, request.url(index))
-            with open(path, "rb") as fh:
-                for number, record in session.guard(iter_jsonl(fh, str(path))):
-                    with session.record():
-                        row, steps = _episode(record, f"line {number}", path, request.agent, session, stats, subs)
-                        session.add_episode(row, steps)
+        reports = Reports(session)
+        for index, source in enumerate(request.sources):
+            for path in run_files(source) if source.is_dir() else [source]:
+                session.add_source(path, self.name, request.url(index))
+                report = reports.for_file(path)
+                with open(path, "rb") as fh:
+                    for number, record in session.guard(iter_jsonl(fh, str(path))):
+                        with session.record():
+                            row, steps = _episode(record, f"line {number}", path, request.agent, session, stats,
+                                                  subs)
+                            reports.mark(report, row)
+                            session.add_episode(row, steps)
+        reports.declare()
         n = session.episodes_written
         session.declare_missing("steps.t", "OpenHands writes event timestamps without a time zone; the text is kept "
                                 "in payload.timestamp")
@@ -143,7 +152,8 @@ class OpenHandsImporter:
                                     "the event's source: the role of a message after the first (the user's "
                                     "instruction) is unknown", count=stats["resolver_roles"])
         session.note("OpenHands output.jsonl carries no aggregate score (test_result is filled by a separate "
-                     "evaluation step); numeric test_result fields are score.* columns, no rule is declared")
+                     "evaluation step); numeric test_result fields are score.* columns; a rule is declared only from "
+                     "an evaluation report beside the file (output.report.json, or the harness's report.json)")
 
 
 def _episode(record: Any, label: str, path: Path, agent_override: str | None, session: ImportSession,

@@ -122,3 +122,38 @@ def test_a_line_that_is_neither_says_so(tmp_path):
     src = _write(tmp_path, {"issue_type": "issue", "history": []})
     with pytest.raises(SourceFormatError, match="has no instance_id: not an OpenHands EvalOutput line"):
         run_import("openhands", [src], tmp_path / "c")
+
+
+def _eval_line(instance, score=None, error=None):
+    return {"instance_id": instance, "test_result": {} if score is None else {"score": score}, "instruction": "q",
+            "metadata": {"llm": {"model": "m"}}, "history": [], "metrics": None, "error": error}
+
+
+def test_a_gaia_style_output_directory_replays_its_report(tmp_path):
+    # OpenHands/benchmarks @4e5469e0 utils/evaluation_utils.py: error lines go to output_errors.jsonl;
+    # gaia/eval_infer.py: output.report.json, submitted = output.jsonl ids + output_errors.jsonl ids
+    run = tmp_path / "run"
+    run.mkdir()
+    good = [_eval_line("a", True), _eval_line("b", False)]
+    bad = [_eval_line("c", error="Instance failed after 3 retries. Last error: boom")]
+    (run / "output.jsonl").write_text("".join(json.dumps(x) + "\n" for x in good))
+    (run / "output_errors.jsonl").write_text("".join(json.dumps(x) + "\n" for x in bad))
+    resolved = [x["instance_id"] for x in good if x["test_result"]["score"] is True]
+    submitted = [x["instance_id"] for x in good + bad]
+    report = {"total_instances": 3, "submitted_instances": 3, "completed_instances": 2, "incomplete_instances": 1,
+              "resolved_instances": len(resolved), "unresolved_instances": 1, "empty_patch_instances": 0,
+              "error_instances": 1, "submitted_ids": submitted, "completed_ids": ["a", "b"],
+              "incomplete_ids": ["c"], "resolved_ids": resolved, "unresolved_ids": ["b"]}
+    (run / "output.report.json").write_text(json.dumps(report))
+    result, card = run_import("openhands", [run], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    reported = {r["rule"]: r["reported"][0]["value"] for r in result.rules}
+    assert reported == {"openhands.resolved_rate": pytest.approx(len(resolved) / len(submitted))}
+    eps = {e["episode_id"]: e for e in card.episodes().to_pylist()}
+    assert {k: (e["status"], e["score.resolved"]) for k, e in eps.items()} == {
+        "a": ("completed", True), "b": ("completed", False), "c": ("error", False)}
+    # output.jsonl alone: the error line's instance is declared missing and no reported value is claimed
+    result, card = run_import("openhands", [run / "output.jsonl"], tmp_path / "c2")
+    assert_valid(tmp_path / "c2")
+    assert [r.get("reported", []) for r in result.rules] == [[]]
+    assert [d.count for d in card.manifest.drops if d.target == "episodes"] == [1]
