@@ -26,7 +26,7 @@ from ..errors import SourceFormatError
 from .json_stream import JsonStream
 from .rule_files import rule_document
 from .session import ImportSession
-from .source_dir import children
+from .source_dir import children, regular_file
 
 __all__ = ["RUN_FILES", "Reports", "run_files"]
 
@@ -160,7 +160,7 @@ def _count(r: _Report, field_: str, name: str) -> int:
 def _read(path: Path) -> _Report | None:
     """A report of the SWE-bench shape, or None for another `report.json` (V0 only: a
     `<stem>.report.json` must be one)."""
-    with open(path, "rb") as fh:
+    with open(regular_file(path, what="report"), "rb") as fh:  # a FIFO or link named like a report is refused
         stream = JsonStream(fh, str(path), max_value_chars=_MAX_REPORT_CHARS)
         report = stream.read_value()
         stream.end()
