@@ -157,18 +157,18 @@ class ChunkedTables:
                 out[column] = value
             else:
                 self._nulls.add(column)
-        rows = steps.rows
-        out["n_steps"] = len(rows)
-        if rows:
-            columns = list(zip(*rows, strict=True))
+        n = len(steps)
+        out["n_steps"] = n
+        if n:
+            columns = steps.columns()
             # A column's values are checked by their set of exact types (C loops); only a column
             # holding another type (a subclass, or a wrong value) is walked value by value.
             for i, name, accepted, what in _STEP_CHECKS:
                 if not _EXACT[i].issuperset(map(type, columns[i])):
-                    for step in rows:
-                        if _wrong(step[i], accepted):
-                            raise steps.error(f"step {step[_SEQ]}: {name} must be {what}, not a "
-                                              f"{type(step[i]).__name__} ({str(step[i])[:60]}); the source has "
+                    for seq, value in zip(columns[_SEQ], columns[i], strict=True):
+                        if _wrong(value, accepted):
+                            raise steps.error(f"step {seq}: {name} must be {what}, not a "
+                                              f"{type(value).__name__} ({str(value)[:60]}); the source has "
                                               "another shape here")
             times = [t for t in columns[_T] if t is not None]
             if len(times) > 1:
@@ -180,8 +180,8 @@ class ChunkedTables:
         self._episodes.append(out)
         self.statuses[status] += 1
         self.episodes += 1
-        self.steps += len(rows)
-        self._buffered += len(rows)
+        self.steps += n
+        self._buffered += n
         if len(self._episodes) >= self._chunk_episodes or self._buffered >= self._chunk_steps:
             self.flush()
 

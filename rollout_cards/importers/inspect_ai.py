@@ -36,6 +36,7 @@ from typing import Any
 
 from ..jsondoc import fast_texts
 from ..model.card import Software
+from ..tables import STEP_COLUMNS
 from .base import ImportRequest
 from .inspect_events import add_events, add_messages, resolve_attachment
 from .inspect_log import InspectLog, open_log, plain, text
@@ -59,6 +60,7 @@ _MAPPED = frozenset((
     "events", "messages", "attachments", "uuid", "total_time", "working_time", "started_at", "completed_at",
     "transcript", "events_data", "message_pool", "error_retries",
 ))
+_T, _TOKENS, _COST = ([c.name for c in STEP_COLUMNS].index(n) for n in ("t", "input_tokens", "cost_usd"))
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 _REDUCERS = {"mean": "mean", "median": "median", "max": "max", "mode": "mode"}
 #: Inspect metrics a rule replays, and the rule's statistic (Inspect's std/var/stderr use n − 1).
@@ -139,9 +141,11 @@ class InspectImporter:
                                 log.scored.setdefault(column, set()).add(row["task_id"])
                         untimed[0] += row["started_at"] is None
                         untimed[1] += row["ended_at"] is None
-                        untimed[2] += sum(1 for step in steps.rows if step[3] is None)
+                        columns = steps.columns()
+                        untimed[2] += columns[_T].count(None)
                         unpriced[0] += row.get("cost_usd") is None
-                        unpriced[1] += sum(1 for step in steps.rows if step[11] is not None and step[13] is None)
+                        unpriced[1] += sum(1 for tokens, cost in zip(columns[_TOKENS], columns[_COST], strict=True)
+                                           if tokens is not None and cost is None)
             finally:
                 log.close()
             ids = (log.spec.get("dataset") or {}).get("sample_ids")

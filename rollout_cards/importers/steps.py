@@ -36,6 +36,7 @@ _TEXT = frozenset((str, type(None)))
 _COUNT = frozenset((int, type(None)))
 _COST = frozenset((float, int, type(None)))
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_WIDTH = 17  # the columns of STEP_COLUMNS (episode_id, seq, then the `add` fields)
 
 
 # One encoder for every call: json.dumps with these options builds a new JSONEncoder each time.
@@ -73,18 +74,45 @@ def _float(value: float | int | None) -> float | None:
 
 
 class StepBuffer:
-    """Rows of the steps table for one episode (tuples in `STEP_COLUMNS` order)."""
+    """The steps of one episode, in `STEP_COLUMNS` order: `rows` (one tuple per step) or `columns()`
+    (one list per column). `add` appends a row, `extend` appends columns; each form is built from the
+    other only when it is asked for (an importer that extends in bulk hands its columns to
+    `ChunkedTables` without building a tuple per step and taking them apart again)."""
 
-    __slots__ = ("_calls", "episode_id", "file", "orphan_results", "record", "rows")
+    __slots__ = ("_calls", "_columns", "_rows", "episode_id", "file", "orphan_results", "record")
 
     def __init__(self, episode_id: str, *, file: str, record: str):
         self.episode_id = episode_id
         self.file = file
         self.record = record
-        self.rows: list[tuple[Any, ...]] = []
+        # The steps are those of self._columns (lists, when some were extended) followed by self._rows.
+        self._columns: list[list[Any]] | None = None
+        self._rows: list[tuple[Any, ...]] = []
         self._calls = CallIds()
         #: Tool results kept as messages because no earlier call of the episode issued their id.
         self.orphan_results = 0
+
+    @property
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The steps as tuples in STEP_COLUMNS order (read them; steps are appended by add / extend)."""
+        if self._columns is not None:
+            self._rows[:0] = zip(*self._columns, strict=True)
+            self._columns = None
+        return self._rows
+
+    def columns(self) -> list[list[Any]]:
+        """The steps as one list per column of STEP_COLUMNS (read them, as `rows`)."""
+        if self._columns is None:
+            self._columns = [list(values) for values in zip(*self._rows, strict=True)] if self._rows else [
+                [] for _ in range(_WIDTH)]
+        elif self._rows:
+            for column, values in zip(self._columns, zip(*self._rows, strict=True), strict=True):
+                column.extend(values)
+        self._rows = []
+        return self._columns
+
+    def __len__(self) -> int:
+        return len(self._rows) + (len(self._columns[0]) if self._columns is not None else 0)
 
     def error(self, message: str) -> SourceFormatError:
         """A SourceFormatError located at this buffer's file and record."""
@@ -113,7 +141,7 @@ class StepBuffer:
         if kind not in _KINDS:
             raise ValueError(f"unknown step kind {kind!r}")  # an importer bug, not a source error
         if content is not None and type(content) is not str:
-            raise self.error(f"step {len(self.rows)}: content is {type(content).__name__}, expected text")
+            raise self.error(f"step {len(self)}: content is {type(content).__name__}, expected text")
         if not ((input_tokens is None or (type(input_tokens) is int and input_tokens >= 0))
                 and (output_tokens is None or (type(output_tokens) is int and output_tokens >= 0))
                 and (cost_usd is None or (type(cost_usd) is float and math.isfinite(cost_usd)))):
@@ -122,9 +150,9 @@ class StepBuffer:
             try:
                 payload = json_text(payload)
             except ValueError as exc:
-                raise self.error(f"step {len(self.rows)}: payload is not JSON-serialisable: {exc}") from None
-        seq = len(self.rows)
-        self.rows.append(
+                raise self.error(f"step {len(self)}: payload is not JSON-serialisable: {exc}") from None
+        seq = len(self)
+        self._rows.append(
             (self.episode_id, seq, kind, t, role, agent, name, call_id, content, args, is_error,
              input_tokens, output_tokens, None if cost_usd is None else float(cost_usd), payload,
              parent_seq, depth)
@@ -134,9 +162,9 @@ class StepBuffer:
     def _check_counts(self, input_tokens: Any, output_tokens: Any, cost_usd: Any) -> None:
         for label, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
             if count is not None and (type(count) is not int or count < 0):
-                raise self.error(f"step {len(self.rows)}: {label} {count!r} is not a non-negative integer")
+                raise self.error(f"step {len(self)}: {label} {count!r} is not a non-negative integer")
         if cost_usd is not None and (not isinstance(cost_usd, (int, float)) or not math.isfinite(cost_usd)):
-            raise self.error(f"step {len(self.rows)}: cost {cost_usd!r} is not a finite number")
+            raise self.error(f"step {len(self)}: cost {cost_usd!r} is not a finite number")
 
     @property
     def reused_call_ids(self) -> int:
@@ -175,7 +203,7 @@ class StepBuffer:
         try:
             return with_source_call_id(payload, call_id)
         except ValueError as exc:
-            raise self.error(f"step {len(self.rows) if seq is None else seq}: {exc}") from None
+            raise self.error(f"step {len(self) if seq is None else seq}: {exc}") from None
 
     def extend(self, columns: Sequence[Sequence[Any]], calls: Sequence[int] = ()) -> None:
         """Append steps given as columns: the `add` fields after `seq` in STEP_COLUMNS order (kind,
@@ -186,6 +214,8 @@ class StepBuffer:
         a bad value fails with the same error — in bulk (one Python call per column, not per step)."""
         (kind, t, role, agent, name, call_id, content, args, is_error, input_tokens, output_tokens, cost_usd,
          payload, parent_seq, depth) = columns
+        if len({len(column) for column in columns}) > 1:
+            raise ValueError("StepBuffer.extend: the columns differ in length")  # an importer bug
         costs = set(map(type, cost_usd))
         if not (_KINDS.issuperset(kind) and _TEXT.issuperset(map(type, content))
                 and _COUNT.issuperset(map(type, input_tokens)) and _COUNT.issuperset(map(type, output_tokens))
@@ -194,7 +224,7 @@ class StepBuffer:
                 and all(map(math.isfinite, filter(None, cost_usd)))):
             self._replay(columns, calls)  # a value add converts or refuses: step by step
             return
-        first = len(self.rows)
+        first = len(self)
         odd = [i for i, p in enumerate(payload) if p is not None and type(p) is not str]
         if calls or odd:
             kind, role, call_id, payload = list(kind), list(role), list(call_id), list(payload)
@@ -223,10 +253,12 @@ class StepBuffer:
                     except ValueError as exc:
                         raise self.error(f"step {seq}: payload is not JSON-serialisable: {exc}") from None
         n = len(kind)
-        self.rows.extend(zip(repeat(self.episode_id, n), range(first, first + n), kind, t, role, agent, name,
-                             call_id, content, args, is_error, input_tokens, output_tokens,
-                             map(_float, cost_usd) if int in costs else cost_usd, payload, parent_seq, depth,
-                             strict=True))
+        out = self.columns()
+        for column, values in zip(out, (repeat(self.episode_id, n), range(first, first + n), kind, t, role, agent,
+                                        name, call_id, content, args, is_error, input_tokens, output_tokens,
+                                        map(_float, cost_usd) if int in costs else cost_usd, payload, parent_seq,
+                                        depth), strict=True):
+            column.extend(values)
 
     def _replay(self, columns: Sequence[Sequence[Any]], calls: Sequence[int]) -> None:
         """`extend` step by step through `add`, `tool_call` and `tool_result` (for a value `add`
@@ -244,6 +276,3 @@ class StepBuffer:
                 self.tool_result(fields.pop("call_id"), fields.pop("content"), **fields)
             else:
                 self.add(fields.pop("kind"), **fields)
-
-    def __len__(self) -> int:
-        return len(self.rows)

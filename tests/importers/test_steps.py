@@ -154,6 +154,47 @@ def test_extend_is_add_tool_call_and_tool_result_step_by_step(specs):
     assert _outcome(bulk, lambda: bulk.extend(columns, calls)) == _outcome(one, lambda: _one_by_one(one, specs))
 
 
+
+_valid_step = st.fixed_dictionaries({
+    "kind": st.sampled_from(["message", "tool_call", "tool_result", "state"]), "t": st.none() | st.integers(0, 10),
+    "role": st.sampled_from([None, "tool"]), "agent": st.sampled_from([None, "sub"]), "name": st.just(None),
+    "call_id": st.sampled_from(["a", "b"]), "content": st.sampled_from([None, "text"]), "args": st.just(None),
+    "is_error": st.sampled_from([None, True]), "input_tokens": st.sampled_from([None, 5]),
+    "output_tokens": st.just(None), "cost_usd": st.sampled_from([None, 0.5, 2]),
+    "payload": st.sampled_from([None, '{"a":1}', {"b": 1}]), "parent_seq": st.none() | st.integers(0, 3),
+    "depth": st.sampled_from([None, 1]),
+})
+
+
+def _columns_of(rows: list[tuple]) -> list[list]:
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in range(17)]
+
+
+@settings(max_examples=cases(300), deadline=None, database=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "extend"]), st.lists(_valid_step, max_size=5),
+                          st.sampled_from([None, "rows", "columns"])), max_size=8))
+@hypothesis_seed(seed())
+@pytest.mark.fuzz
+def test_rows_and_columns_are_the_same_steps_however_add_and_extend_interleave(ops):
+    """StepBuffer holds extended steps as columns and added ones as rows, building one form from the
+    other when read: whatever the order of appends and reads, `rows` are the steps the add path
+    gives and `columns()` their columns (a step before or after a read is neither lost nor moved)."""
+    mixed, plain = _buffer(), _buffer()
+    for how, specs, read in ops:
+        calls = [i for i, s in enumerate(specs) if s["kind"] in ("tool_call", "tool_result")]
+        if how == "extend":
+            mixed.extend([[s[f] for s in specs] for f in _FIELDS], calls)
+        else:
+            _one_by_one(mixed, specs)
+        _one_by_one(plain, specs)
+        if read == "rows":
+            assert mixed.rows == plain.rows
+        elif read == "columns":
+            assert mixed.columns() == _columns_of(plain.rows)
+        assert len(mixed) == len(plain.rows)
+    assert mixed.columns() == _columns_of(plain.rows)
+    assert mixed.rows == plain.rows and mixed.orphan_results == plain.orphan_results
+
 def test_extend_keeps_call_ids_orphans_and_payloads_as_the_row_path_does():
     steps = _buffer()
     steps.extend([["tool_call", "tool_call", "tool_result", "tool_result", "message"], [1, 2, 3, None, 4],
