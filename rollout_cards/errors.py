@@ -157,6 +157,9 @@ class RuleError(RolloutCardError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+_WINDOW = 100  # characters of an expression shown above the caret
+
+
 class ExpressionError(RuleError):
     """An expression cannot be parsed or compiled; `column` is the 1-based offending position."""
 
@@ -174,7 +177,13 @@ class ExpressionError(RuleError):
         self.reason = message
         pointer = ""
         if column is not None:
-            pointer = f" (column {column})\n    {expression}\n    {' ' * (column - 1)}^"
+            # A window of the expression around the column: an expression may be 10,000
+            # characters (a literal of thousands of digits), the message one screen.
+            start = max(0, min(column - 1 - _WINDOW // 2, len(expression) - _WINDOW))
+            shown = expression[start : start + _WINDOW]
+            lead = "..." if start else ""
+            tail = "..." if start + _WINDOW < len(expression) else ""
+            pointer = f" (column {column})\n    {lead}{shown}{tail}\n    {' ' * (len(lead) + column - 1 - start)}^"
         super().__init__(f"{message}{pointer}", file=file, key=key)
 
 

@@ -217,17 +217,20 @@ def _number(text: str, i: int, tokens: list[Token], err: ErrorFactory) -> int:
             j += 1
         raise err(f"invalid number {text[start:j]!r}", start)
     literal = text[start:i]
+    shown = literal if len(literal) <= 40 else f"{literal[:20]}...{literal[-10:]} ({len(literal)} characters)"
     if is_float:
-        value = float(literal)
+        value = float(literal)  # float() has no digit limit; too large a literal reads as inf
         if value in (float("inf"), float("-inf")):
-            raise err(f"number {literal!r} is too large", start)
+            raise err(f"number {shown} is too large for a 64-bit float", start)
         tokens.append(Token("float", value, start, i))
     else:
-        value = int(literal)
-        # One more than the maximum is allowed so that `-9223372036854775808`
-        # (folded by the parser) can be written; the parser checks the range.
-        if value > _INT64_MAX + 1:
-            raise err(f"integer {literal} does not fit in 64 bits", start)
+        # Counted before int(): past 4,300 digits int() raises ValueError (Python's limit on
+        # converting long strings), and int64 holds at most 19 significant digits.
+        digits = literal.lstrip("0") or "0"
+        if len(digits) > 19 or (value := int(digits)) > _INT64_MAX + 1:
+            # One more than the maximum is allowed so that `-9223372036854775808`
+            # (folded by the parser) can be written; the parser checks the range.
+            raise err(f"integer {shown} does not fit in 64 bits", start)
         tokens.append(Token("int", value, start, i))
     return i
 

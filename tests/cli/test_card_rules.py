@@ -91,3 +91,20 @@ def test_the_card_rule_file_name_keeps_its_card_through_pickling():
     assert back == RULE and back.card == card.path
     assert RuleError("x", file=back).card == card.path
     assert RuleError("x", file=RULE).card is None
+
+
+@pytest.mark.parametrize("literal", ["7" * 5000, "7" * 40, "1e999999"])
+def test_a_huge_number_in_the_cards_rule_is_a_located_error(tmp_path, literal):
+    """int() of more than 4,300 digits raised ValueError: an internal error (exit 2) before."""
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    text = (card / RULE).read_text()
+    line = text.splitlines().index('score: "score.success"') + 1
+    (card / RULE).write_text(text.replace('score: "score.success"', f'score: "score.success * {literal}"'))
+    bad_cards.rehash(card)
+    result = CliRunner().invoke(app, ["rescore", str(card)])
+    assert result.exit_code == 1, result.output
+    assert f"{card}: {RULE}:{line}: score: " in result.output, result.output
+    assert "(column 17)" in result.output and ("does not fit in 64 bits" in result.output
+                                               or "too large for a 64-bit float" in result.output)
+    assert max(map(len, result.output.splitlines())) < 400  # the literal is shortened

@@ -219,6 +219,19 @@ def test_arithmetic() -> None:
     assert values("(1 + 2) * 3", table) == [9] * 6
     assert values("2 - 3 - 4", table) == [-5] * 6  # left-associative
     assert values("-9223372036854775808 + 0", table) == [-(2**63)] * 6
+    # Leading zeros do not count toward the 19 digits of int64 (nor toward int()'s 4,300).
+    assert values("0" * 5000 + "7 + x", table) == [14, 0, 14, 0, 12, None]
+
+
+def test_an_error_in_a_long_expression_shows_a_window_around_its_column() -> None:
+    text = "x + " * 1000 + "1" * 30 + " + y" * 1000
+    err = error_of(text, schema=None)
+    assert err.column == 4001
+    pointer = str(err).split("\n")
+    assert len(pointer) == 3 and all(len(line) < 120 for line in pointer), pointer
+    window, caret = pointer[1], pointer[2]
+    assert window.startswith("    ...") and window.endswith("...") and "x + x" in window
+    assert window[caret.index("^"):].startswith("1" * 30 + " + y")  # the caret under the literal
 
 
 def test_booleans_count_as_numbers() -> None:
@@ -595,6 +608,13 @@ def test_type_errors(text: str, fragment: str, column: int) -> None:
         ("99999999999999999999", "does not fit in 64 bits", 1),
         ("9223372036854775808", "does not fit in 64 bits", 1),
         ("1e999", "too large", 1),
+        # Past 4,300 digits int() raises ValueError (Python's int-string limit): a located error
+        # instead, with the literal shortened in the message.
+        ("1" * 5000, "integer 11111111111111111111...1111111111 (5000 characters) does not fit", 1),
+        ("x + " + "9" * 4301, "does not fit in 64 bits", 5),
+        ("0" * 5000 + "1" + "0" * 19, "does not fit in 64 bits", 1),
+        ("1" * 5000 + ".5", "(5002 characters) is too large for a 64-bit float", 1),
+        ("2.5e" + "9" * 5000, "too large for a 64-bit float", 1),
         ("a = 1", "use '==' to compare", 3),
         ("a ** 2", "'**' (power) is not supported", 3),
         ("a // 2", "'//' (floor division) is not supported", 3),
