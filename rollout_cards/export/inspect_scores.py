@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RuleError
+from ..errors import CardFormatError, RuleError
 from ..io.targets import file_target, local_paths, open_output
 from ..rules.engine import apply_rule
 from ..rules.loader import declared_rules, load_rule
@@ -37,6 +37,19 @@ def _rule(card: Any, rule: str) -> tuple[Any, str | None]:
         if declared.rule == rule:
             return declared, file
     return load_rule(rule), str(rule)
+
+
+def _epoch(card: Any, row: dict[str, Any]) -> int:
+    """The Inspect epoch of an episode's `meta.epoch`: a whole number from 1. The column is the
+    card's, of any type: int() of "abc", NaN or inf raised (an internal error), and of 1.5 made
+    epoch 1 (then "two values" for a sample that has one per epoch)."""
+    value = row["meta.epoch"]
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) <= 2**53)
+    if isinstance(value, bool) or not whole or value < 1:
+        shown = repr(value) if not isinstance(value, str) else repr(value[:40])
+        raise CardFormatError(f"{card.path}: episode {str(row.get('episode_id'))[:80]!r} has meta.epoch {shown}; "
+                              "Inspect epochs are whole numbers from 1 (fix the column, or give a rule with a reduce)")
+    return int(value)
 
 
 def score_records(card: Any, rule: str) -> list[dict[str, Any]]:
@@ -63,9 +76,9 @@ def score_records(card: Any, rule: str) -> list[dict[str, Any]]:
         epoch = None
         if not reduced:
             if row.get("meta.epoch") is not None:
-                epoch = int(row["meta.epoch"])
+                epoch = _epoch(card, row)
             elif row.get("trial") is not None:
-                epoch = int(row["trial"]) + 1
+                epoch = int(row["trial"]) + 1  # int64, never negative (the reader checks)
         key = (sample, epoch)
         if key in seen:
             raise RuleError(f"rule {parsed.rule}: sample {sample!r}" + (f" epoch {epoch}" if epoch else "")

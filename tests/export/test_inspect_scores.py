@@ -83,3 +83,26 @@ def test_inspect_reads_the_scores_and_its_metric_equals_the_rule(card, tmp_path)
     accuracy = scored.results.scores[0].metrics["accuracy"].value
     ours = next(r for r in rc.rescore(rc.open(card), [str(rule)]).results if r.rule == "regrade.errors_excluded")
     assert accuracy == pytest.approx(ours.value)
+
+
+@pytest.mark.parametrize("epoch", [["abc", "x"], [float("nan"), 1.0], [float("inf"), 1.0], [1.5, 2.0], [0, 1],
+                                   [True, False]])
+def test_a_meta_epoch_that_is_not_a_whole_number_from_1_is_the_cards_error(tmp_path, epoch):
+    """int() of the card's meta.epoch raised ValueError / OverflowError (exit 2), and 1.5 became
+    epoch 1 (a false "two values" error); now exit 1 naming the card, the episode and the value."""
+    import pyarrow as pa
+
+    root = tmp_path / "card"
+    writer = rc.CardWriter(root, id="e", title="e", timestamps=False)
+    ids = ["e0", "e1"]
+    writer.write_episodes(pa.table({"episode_id": ids, "task_id": ["t0", "t0"], "agent": ["a", "a"],
+                                    "status": ["completed"] * 2, "score.match": [1.0, 0.0], "meta.epoch": epoch}))
+    writer.write_steps(pa.table({"episode_id": ids, "seq": [0, 0], "kind": ["message"] * 2}))
+    writer.close()
+    rule = tmp_path / "r.yaml"
+    rule.write_text(REGRADE)
+    result = CliRunner().invoke(app, ["export", "inspect-scores", str(root), "--rule", str(rule),
+                                      "-o", str(tmp_path / "s.jsonl")])
+    assert result.exit_code == 1, result.output
+    assert f"{root}: episode 'e0' has meta.epoch {epoch[0]!r}" in result.output, result.output
+    assert not (tmp_path / "s.jsonl").exists()
