@@ -30,6 +30,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..model.card import Software
+from ..numbers import parse_decimal
 from .base import ImportRequest
 from .json_stream import JsonStream
 from .openai_chat import ChatMapping, add_chat_messages
@@ -110,9 +111,15 @@ def _successful(reward: float) -> int:
     return int(1 - _SUCCESS_EPS <= reward <= 1 + _SUCCESS_EPS)
 
 
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, (str, int, float, bool)) or value is None else type(value).__name__
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text):,} characters)"
+
+
 def _label(index: int, record: dict[str, Any]) -> str:
     if "task_id" in record and "trial" in record:
-        return f"{index} (task_id {record['task_id']!r}, trial {record['trial']!r})"
+        # Shortened: the label is in every message of the record, and either field may be anything.
+        return f"{index} (task_id {_short(record['task_id'])}, trial {_short(record['trial'])})"
     return str(index)
 
 
@@ -248,7 +255,9 @@ def _declare_plan(session: ImportSession, seen: dict[str, set[tuple[str, int]]])
 
 
 def _task_order(task_id: str) -> tuple[int, int | str]:
-    return (0, int(task_id)) if task_id.isdigit() else (1, task_id)
+    # parse_decimal, not isdigit(): '²'.isdigit() is true and int('²') raises (an internal error).
+    number = parse_decimal(task_id)
+    return (1, task_id) if number is None else (0, number)
 
 
 def _declare_missing(session: ImportSession) -> None:

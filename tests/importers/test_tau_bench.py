@@ -212,3 +212,26 @@ def test_an_object_where_text_belongs_is_the_sources_fault(tmp_path):
     with pytest.raises(SourceFormatError, match=r"record \d+ .*name must be text, not a dict"):
         run_import("tau-bench", [bad], tmp_path / "card")
     assert not (tmp_path / "card").exists()
+
+
+def test_task_ids_that_look_like_digits_to_python_but_are_not_import(tmp_path):
+    """'²'.isdigit() is true and int('²') raised ValueError when the plan sorted the task ids
+    (an internal error); a non-ASCII "digit" id sorts as text after the numeric ones."""
+    records = json.loads(FIXTURE.read_text())
+    records[0]["task_id"] = records[1]["task_id"] = "²"
+    records[2]["task_id"] = records[3]["task_id"] = "١٠"  # Arabic-Indic 10: int() reads it, the plan must not
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(records))
+    _, card = run_import("tau-bench", [path], tmp_path / "card")
+    assert card.manifest.plan.tasks[-2:] == ["²", "١٠"], card.manifest.plan
+
+
+def test_a_huge_task_id_is_shortened_in_the_record_label(tmp_path):
+    records = json.loads(FIXTURE.read_text())
+    records[0]["task_id"] = "9" * 5000
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(records))
+    with pytest.raises(SourceFormatError) as exc:
+        run_import("tau-bench", [path], tmp_path / "card")
+    assert exc.value.record.startswith("0 (task_id '9999") and "(5,002 characters)" in exc.value.record
+    assert len(str(exc.value)) < 600
