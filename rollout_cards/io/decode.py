@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_compute as ac
 from ..errors import DecodeLimitError
 from ..numpy_arrow import dictionary_codes, validity
 
@@ -59,7 +59,7 @@ def _lengths(arr: pa.Array) -> np.ndarray:
         if dictionary.null_count:
             lengths[~validity(dictionary)] = 0
         return lengths
-    return pc.fill_null(pc.binary_length(dictionary), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return ac.fill_null(ac.binary_length(dictionary), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _indices(arr: pa.Array) -> np.ndarray:
@@ -133,7 +133,7 @@ class DecodeBudget:
         total = self.charge(batch, expand)
         target = pa.schema([schema.field(n) if n in columns else batch.schema.field(n) for n in batch.schema.names])
         if total <= BATCH_DECODED_BYTES:
-            yield batch.cast(target)
+            yield ac.cast_batch(batch, target)
             return
         rows = np.zeros(batch.num_rows, dtype=np.int64)
         for name in columns:
@@ -143,5 +143,5 @@ class DecodeBudget:
         while start < batch.num_rows:
             base = int(ends[start - 1]) if start else 0
             stop = max(start + 1, int(np.searchsorted(ends, base + BATCH_DECODED_BYTES, side="right")))
-            yield batch.slice(start, stop - start).cast(target)
+            yield ac.cast_batch(batch.slice(start, stop - start), target)
             start = stop

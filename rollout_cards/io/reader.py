@@ -17,9 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from .. import arrow_compute as ac
 from ..errors import CardFormatError, TableSchemaError
 from ..model.card import CardManifest, TableRef
 from ..numpy_arrow import check_batch
@@ -45,7 +45,7 @@ __all__ = ["BlockScan", "Card", "CardSource", "DirectorySource", "Entry", "open_
 if TYPE_CHECKING:
     from .fs_source import FileSystemSource
 
-Filter = pc.Expression | str | None
+Filter = ac.Expression | str | None
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def unreadable(name: str, table: str, exc: BaseException, root: str = "") -> Car
 
 
 def _decoded(raw: pa.RecordBatch, budget: DecodeBudget, schema: pa.Schema, expand: set[str] | frozenset[str],
-             expr: pc.Expression | None, read: list[str] | None, selected: list[str] | None,
+             expr: ac.Expression | None, read: list[str] | None, selected: list[str] | None,
              encoded: bool = False) -> Iterator[pa.RecordBatch]:
     """One batch as scanned (strings dictionary-encoded) -> checked, decoded, filtered batches
     (with `encoded`: checked and charged to the budget, left encoded, not filtered)."""
@@ -231,7 +231,7 @@ class BlockScan:
     stored: int
     read: list[str] | None
     selected: list[str] | None
-    expr: pc.Expression | None
+    expr: ac.Expression | None
     encoded: bool = False
 
     def _format(self) -> ds.ParquetFileFormat:
@@ -430,16 +430,16 @@ class Card:
         """Arrow schema of a table, read from its Parquet footer."""
         return self.dataset(table).schema
 
-    def _filter(self, table: str, where: Filter) -> tuple[pc.Expression | None, frozenset[str] | None]:
+    def _filter(self, table: str, where: Filter) -> tuple[ac.Expression | None, frozenset[str] | None]:
         """The filter as an Arrow expression and the columns it reads (None: not known)."""
-        if where is None or isinstance(where, pc.Expression):
+        if where is None or isinstance(where, ac.Expression):
             return where, None
         from ..expr import parse_expression
 
         expr = parse_expression(where, key=f"{table} filter")
         return expr.to_arrow(self.schema(table)), expr.names
 
-    def _read_columns(self, table: str, selected: list[str] | None, expr: pc.Expression,
+    def _read_columns(self, table: str, selected: list[str] | None, expr: ac.Expression,
                       names: frozenset[str] | None) -> list[str] | None:
         """The columns to read so that `expr` can be evaluated in memory next to `selected`."""
         if selected is None:
@@ -508,7 +508,7 @@ class Card:
                         for batch in batches:
                             ids = batch.column(0)
                             values = ids.dictionary if pa.types.is_dictionary(ids.type) else ids
-                            if pc.any(pc.is_in(values, value_set=wanted)).as_py():
+                            if ac.any(ac.is_in(values, value_set=wanted)).as_py():
                                 keep.append(rg)
                                 break
                     except pa.ArrowException:
@@ -568,7 +568,7 @@ class Card:
     def episode_steps(self, episode_id: str, columns: Sequence[str] | None = None) -> pa.Table:
         """The steps of one episode, in `seq` order."""
         schema = self.dataset("steps").schema
-        batches = self._batches("steps", None, pc.field("episode_id") == episode_id, 65_536, episodes=[episode_id])
+        batches = self._batches("steps", None, ac.field("episode_id") == episode_id, 65_536, episodes=[episode_id])
         table = pa.Table.from_batches(list(batches), schema).sort_by("seq")
         return table.select(list(columns)) if columns is not None else table
 

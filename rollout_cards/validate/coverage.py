@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_compute as ac
 from ..errors import ExpressionError
 from ..model.card import Drop, DropAction
 from ..numpy_arrow import bool_array, int64_array
@@ -129,7 +129,7 @@ def _covered(missing: pa.Table, drops: list[Drop]) -> np.ndarray:
             expr.typecheck(missing.schema, expect="boolean")
         except ExpressionError:
             continue  # selects by columns the missing keys do not have: it cannot cover them
-        covered |= np.asarray(pc.fill_null(expr.evaluate(missing), False).to_numpy(zero_copy_only=False), dtype=bool)
+        covered |= np.asarray(ac.fill_null(expr.evaluate(missing), False).to_numpy(zero_copy_only=False), dtype=bool)
     return covered
 
 
@@ -204,12 +204,12 @@ def check_plan(ctx: CheckContext) -> None:
 def _unplanned(f: Findings, state: TableState, keys: pa.Table, tasks: list[str], agents: list[str],
                trials: int) -> np.ndarray:
     """Report episodes outside the grid; returns the mask of those inside it."""
-    inside = pc.and_(
-        pc.and_(pc.is_in(keys.column("task_id"), value_set=pa.array(tasks, pa.string())),
-                pc.is_in(keys.column("agent"), value_set=pa.array(agents, pa.string()))),
-        pc.and_(pc.greater_equal(keys.column("trial"), 0), pc.less(keys.column("trial"), trials)),
+    inside = ac.and_(
+        ac.and_(ac.is_in(keys.column("task_id"), value_set=pa.array(tasks, pa.string())),
+                ac.is_in(keys.column("agent"), value_set=pa.array(agents, pa.string()))),
+        ac.and_(ac.greater_equal(keys.column("trial"), 0), ac.less(keys.column("trial"), trials)),
     )
-    outside = np.flatnonzero(~np.asarray(pc.fill_null(inside, False).to_numpy(), dtype=bool))
+    outside = np.flatnonzero(~np.asarray(ac.fill_null(inside, False).to_numpy(), dtype=bool))
     shown = keys.take(int64_array(outside[: f.room("episode-unplanned")])).to_pylist()
     report_rows(f, "episode-unplanned", state, outside, "task_id",
                 lambda i: f"episode (task {excerpt(shown[i]['task_id'])}, agent {excerpt(shown[i]['agent'])}, "
@@ -278,7 +278,7 @@ def _check_filtered(ctx: CheckContext, state: TableState, pending: list[tuple[in
     present = np.zeros(len(pending), dtype=np.int64)
     for _, chunk in iter_chunks(ctx, state, columns):
         for i, (_, _, expr) in enumerate(pending):
-            present[i] += int(pc.sum(pc.cast(expr.evaluate(chunk), pa.int64())).as_py() or 0)
+            present[i] += int(ac.sum(ac.cast(expr.evaluate(chunk), pa.int64())).as_py() or 0)
     for (k, drop, _), n in zip(pending, present.tolist(), strict=True):
         if n:
             ctx.findings.add("drop-filtered-inconsistent", f"declares {drop.count:,} filtered row(s), but its "

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_compute as ac
 from ..numpy_arrow import bool_array, int64_array
 from .context import TableState
 from .episode_index import EpisodeIndex
@@ -66,15 +66,15 @@ class EpisodeCodes:
 
     def __call__(self, ids: pa.Array) -> np.ndarray:
         """Code of each id's episode (-1 for null or unknown ids)."""
-        encoded = ids if pa.types.is_dictionary(ids.type) else ids.dictionary_encode()
+        encoded = ids if pa.types.is_dictionary(ids.type) else ac.dictionary_encode(ids)
         if self._dictionary is None or not encoded.dictionary.equals(self._dictionary):
             self._dictionary, self._table = encoded.dictionary, self.index.lookup(encoded.dictionary)
         indices = encoded.indices
         if not len(self._table):
             return np.full(len(ids), -1, dtype=np.int64)
-        codes = self._table[pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)]
+        codes = self._table[ac.fill_null(indices, 0).to_numpy(zero_copy_only=False)]
         if indices.null_count:
-            codes[~mask(indices.is_valid())] = -1
+            codes[~mask(ac.is_valid(indices))] = -1
         return codes
 
 
@@ -90,7 +90,7 @@ def report_duplicates(f: RowFindings, state: TableState, facts: EpisodeFacts) ->
 def report_missing(f: RowFindings, state: TableState, rows: np.ndarray, ids: pa.Array) -> None:
     """step-episode-missing for the steps at `rows` (global, ascending), whose episode ids are `ids`."""
     if len(rows):
-        shown = ids.take(int64_array(np.arange(min(len(rows), f.room("step-episode-missing"))))).to_pylist()
+        shown = ac.take(ids, int64_array(np.arange(min(len(rows), f.room("step-episode-missing"))))).to_pylist()
         report_rows(f, "step-episode-missing", state, rows, "episode_id",
                     lambda i: f"step belongs to episode {excerpt(shown[i])}, which is not in "
                     "the episodes table; add the episode or remove its steps")
@@ -115,11 +115,11 @@ def scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
         if name not in chunk.column_names:
             return None
         arr = array(chunk, name)
-        return arr if idx is None else arr.take(int64_array(idx))
+        return arr if idx is None else ac.take(arr, int64_array(idx))
 
     def ints(name: str) -> np.ndarray | None:
         arr = pick(name)
-        return None if arr is None else pc.fill_null(arr.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+        return None if arr is None else ac.fill_null(ac.cast(arr, pa.int64()), -1).to_numpy(zero_copy_only=False)
 
     kind = pick("kind")
     t = pick("t")
@@ -127,7 +127,7 @@ def scan_inputs(chunk: pa.Table, idx: np.ndarray | None) -> dict:
     return {
         "is_call": kind_mask(kind, "tool_call"),
         "is_result": kind_mask(kind, "tool_result"),
-        "t": t.cast(pa.int64()) if t is not None else None,
+        "t": ac.cast(t, pa.int64()) if t is not None else None,
         "call_id": call_id,
         "parent_seq": ints("parent_seq"),
         "depth": ints("depth"),
@@ -138,12 +138,12 @@ def scan_piece(chunk: pa.Table, idx: np.ndarray, rows: np.ndarray, key: dict[str
     """Rows `idx` of a chunk of steps as the sorted scan reads them: `key` (the episode: its code,
     or its id), seq, the global row, tool flags, and t, call_id, parent_seq, depth when present."""
     inputs = scan_inputs(chunk, idx)
-    piece = {**key, "seq": array(chunk, "seq").take(int64_array(idx)), "row": int64_array(rows),
+    piece = {**key, "seq": ac.take(array(chunk, "seq"), int64_array(idx)), "row": int64_array(rows),
              "is_call": bool_array(inputs["is_call"]), "is_result": bool_array(inputs["is_result"])}
     if inputs["t"] is not None:
         piece["t"] = inputs["t"]
     if inputs["call_id"] is not None:
-        piece["call_id"] = inputs["call_id"].cast(pa.string())
+        piece["call_id"] = ac.cast(inputs["call_id"], pa.string())
     for name in ("parent_seq", "depth"):
         if inputs[name] is not None:
             piece[name] = int64_array(inputs[name])
@@ -193,7 +193,7 @@ def check_group(episodes_findings: RowFindings, steps_findings: RowFindings, epi
     is checked (every step of the group is in `steps`)."""
     has_counts = counts and "n_steps" in episodes.column_names
     facts = EpisodeFacts(EpisodeIndex(array(episodes, "episode_id")),
-                         pc.fill_null(array(episodes, "n_steps"), -1).to_numpy(zero_copy_only=False)
+                         ac.fill_null(array(episodes, "n_steps"), -1).to_numpy(zero_copy_only=False)
                          if has_counts else None,
                          episodes.column("row").to_numpy())
     report_duplicates(episodes_findings, episodes_state, facts)
@@ -206,13 +206,13 @@ def check_group(episodes_findings: RowFindings, steps_findings: RowFindings, epi
         codes = EpisodeCodes(facts.index)(ids)
         known = codes >= 0
         rows = steps.column("row").to_numpy()
-        orphans = np.flatnonzero(~known & mask(ids.is_valid()))
-        report_missing(steps_findings, steps_state, rows[orphans], ids.take(int64_array(orphans)))
+        orphans = np.flatnonzero(~known & mask(ac.is_valid(ids)))
+        report_missing(steps_findings, steps_state, rows[orphans], ac.take(ids, int64_array(orphans)))
         if per_episode:
-            usable = known & mask(array(steps, "seq").is_valid())
+            usable = known & mask(ac.is_valid(array(steps, "seq")))
             table = steps.drop_columns(["episode_id"])
             if not usable.all():
-                table = table.take(int64_array(np.flatnonzero(usable)))
+                table = ac.take(table, int64_array(np.flatnonzero(usable)))
             scan_sorted(steps_findings, steps_state, facts, table.append_column("code", int64_array(codes[usable])))
         found = np.bincount(codes[known], minlength=facts.count)
     if has_counts:

@@ -15,8 +15,8 @@ import secrets
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_compute as ac
 from ..numpy_arrow import int64_array
 
 __all__ = ["EpisodeIndex"]
@@ -33,11 +33,11 @@ def _multipliers(n: int, key: int) -> np.ndarray:
 
 def string_hashes(values: pa.Array, key: int) -> np.ndarray:
     """A 64-bit hash of every string of `values` (anything for nulls), in blocks of rows."""
-    values = values.cast(pa.large_binary())
+    values = ac.cast(values, pa.large_binary())
     out = np.zeros(len(values), dtype=np.uint64)
     if not len(values):
         return out
-    lengths = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = ac.fill_null(ac.binary_length(values), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     mults = _multipliers(int(lengths.max(initial=0)), key)
     for start in range(0, len(values), _BLOCK_ROWS):
         block = values.slice(start, _BLOCK_ROWS)
@@ -64,9 +64,9 @@ class EpisodeIndex:
     """Rows of the episodes table by episode_id; duplicates and unknown ids found exactly."""
 
     def __init__(self, ids: pa.Array):
-        self.ids = ids.cast(pa.large_string()) if not pa.types.is_large_string(ids.type) else ids
+        self.ids = ac.cast(ids, pa.large_string()) if not pa.types.is_large_string(ids.type) else ids
         self._key = secrets.randbits(63)
-        valid = np.flatnonzero(self.ids.is_valid().to_numpy(zero_copy_only=False))
+        valid = np.flatnonzero(ac.is_valid(self.ids).to_numpy(zero_copy_only=False))
         hashes = string_hashes(self.ids, self._key)[valid]
         order = np.argsort(hashes, kind="stable")
         self._rows = valid[order]
@@ -94,8 +94,8 @@ class EpisodeIndex:
         self.duplicate_rows, self.first_rows = rows[order], first[order]
 
     def _exact_duplicates(self) -> None:
-        encoded = self.ids.dictionary_encode()
-        index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        encoded = ac.dictionary_encode(self.ids)
+        index = ac.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         valid = index >= 0
         _, first = np.unique(index[valid], return_index=True)
         rows = np.flatnonzero(valid)
@@ -112,16 +112,16 @@ class EpisodeIndex:
         return self.ids[row].as_py() or ""
 
     def _equal(self, rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
-        a = self.ids.take(int64_array(rows_a))
-        b = self.ids.take(int64_array(rows_b))
-        return np.asarray(pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False), dtype=bool)
+        a = ac.take(self.ids, int64_array(rows_a))
+        b = ac.take(self.ids, int64_array(rows_b))
+        return np.asarray(ac.fill_null(ac.equal(a, b), False).to_numpy(zero_copy_only=False), dtype=bool)
 
     def lookup(self, values: pa.Array) -> np.ndarray:
         """Row of the first episode with each id of `values` (-1 for null or unknown ids)."""
-        values = values.cast(pa.large_string()) if not pa.types.is_large_string(values.type) else values
+        values = ac.cast(values, pa.large_string()) if not pa.types.is_large_string(values.type) else values
         if not self.exact:
-            found = pc.index_in(values, value_set=self.ids, skip_nulls=True)
-            return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            found = ac.index_in(values, value_set=self.ids, skip_nulls=True)
+            return ac.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         codes = np.full(len(values), -1, dtype=np.int64)
         if not len(self._hashes) or not len(values):
             return codes
@@ -129,10 +129,10 @@ class EpisodeIndex:
         order = np.argsort(hashes)  # a binary search for sorted queries stays in cache
         pos = np.empty(len(hashes), dtype=np.int64)
         pos[order] = np.minimum(np.searchsorted(self._hashes, hashes[order]), len(self._hashes) - 1)
-        candidate = np.flatnonzero((self._hashes[pos] == hashes) & values.is_valid().to_numpy(zero_copy_only=False))
+        candidate = np.flatnonzero((self._hashes[pos] == hashes) & ac.is_valid(values).to_numpy(zero_copy_only=False))
         rows = self._rows[pos[candidate]]
-        same = np.asarray(pc.fill_null(pc.equal(self.ids.take(int64_array(rows)),
-                                                values.take(int64_array(candidate))), False)
+        same = np.asarray(ac.fill_null(ac.equal(ac.take(self.ids, int64_array(rows)),
+                                                ac.take(values, int64_array(candidate))), False)
                           .to_numpy(zero_copy_only=False), dtype=bool)
         codes[candidate[same]] = rows[same]
         return codes

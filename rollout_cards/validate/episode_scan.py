@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_compute as ac
 from ..numpy_arrow import int64_array
 from .context import TableState
 from .report import Findings, excerpt
@@ -64,17 +64,17 @@ def _shifted(values: np.ndarray, first: int) -> np.ndarray:
 def _unique_dictionary(values: pa.Array) -> pa.DictionaryArray:
     """`values` dictionary-encoded with each value once in the dictionary."""
     if pa.types.is_dictionary(values.type):
-        if len(pc.unique(values.dictionary)) == len(values.dictionary):
+        if len(ac.unique(values.dictionary)) == len(values.dictionary):
             return values
-        values = values.cast(values.type.value_type)
-    return values.dictionary_encode()
+        values = ac.cast(values, values.type.value_type)
+    return ac.dictionary_encode(values)
 
 
 def _names(dictionary: pa.Array, indices: np.ndarray) -> list[str | None]:
     """The dictionary values at `indices` (None for -1)."""
     if not len(dictionary):
         return [None] * len(indices)
-    values = dictionary.take(int64_array(np.maximum(indices, 0))).to_pylist()
+    values = ac.take(dictionary, int64_array(np.maximum(indices, 0))).to_pylist()
     return [v if i >= 0 else None for v, i in zip(values, indices, strict=True)]
 
 
@@ -200,9 +200,9 @@ class EpisodeScan:
             return
         last_block = block[-1]
         # idx: the rows that have a time (None: all of them)
-        idx = np.flatnonzero(t.is_valid().to_numpy(zero_copy_only=False)) if t.null_count else None
+        idx = np.flatnonzero(ac.is_valid(t).to_numpy(zero_copy_only=False)) if t.null_count else None
         if idx is None or len(idx):
-            times = pc.fill_null(t, 0).to_numpy(zero_copy_only=False)
+            times = ac.fill_null(t, 0).to_numpy(zero_copy_only=False)
             times, blocks = (times, block) if idx is None else (times[idx], block[idx])
             at = rows if idx is None else rows[idx]
             carried = self._t is not None and blocks[0] == 0
@@ -234,7 +234,7 @@ class EpisodeScan:
             return
         # Call ids as integers: their index in the chunk's dictionary (-1 for null).
         encoded = _unique_dictionary(call_id)
-        cid = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        cid = ac.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         call_idx = np.flatnonzero(is_call & (cid >= 0))
         if len(call_idx):
             self._duplicate_calls(block, rows, code, call_idx, cid, encoded.dictionary)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_compute as ac
 from ..errors import CardFormatError
 from ..model.card import Drop
 from ..numpy_arrow import int64_array
@@ -111,9 +111,9 @@ def check_redaction(ctx: CheckContext, state: TableState, drop: Drop, pointer: s
     for offset, chunk in iter_chunks(ctx, state, columns):
         scope = np.ones(chunk.num_rows, dtype=bool)
         if expr is not None:
-            scope = np.asarray(pc.fill_null(expr.evaluate(chunk), False).to_numpy(zero_copy_only=False), dtype=bool)
+            scope = np.asarray(ac.fill_null(expr.evaluate(chunk), False).to_numpy(zero_copy_only=False), dtype=bool)
         values = chunk.column(column)
-        present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        present = np.asarray(ac.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
         marked = _marked(values)
         report_rows(f, "drop-redaction-not-applied", state, offset + np.flatnonzero(scope & present & ~marked),
                     column, lambda i: f"{excerpt(column)} is declared {drop.action.value} (card.json#{pointer}) "
@@ -121,7 +121,7 @@ def check_redaction(ctx: CheckContext, state: TableState, drop: Drop, pointer: s
         if not has_digest:
             continue
         digests = chunk.column(digest)
-        given = np.asarray(digests.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        given = np.asarray(ac.is_valid(digests).to_numpy(zero_copy_only=False), dtype=bool)
         report_rows(f, "drop-digest-missing", state, offset + np.flatnonzero(scope & present & marked & ~given),
                     digest, lambda i: f"{excerpt(digest)} is null for a redacted value; store the sha256 hex of "
                     "the original value")
@@ -140,8 +140,8 @@ def _collect(redacted: dict, table: str, chunk: pa.Table, rows: np.ndarray, dige
     if not len(rows):
         return
     taken = int64_array(rows)
-    digests = chunk.column(digest).take(taken).to_pylist()
-    ids = chunk.column("episode_id").take(taken).to_pylist() if linked else [None] * len(digests)
+    digests = ac.take(chunk.column(digest), taken).to_pylist()
+    ids = ac.take(chunk.column("episode_id"), taken).to_pylist() if linked else [None] * len(digests)
     by_episode = redacted.get(table) if linked else None
     for eid, d in zip(ids, digests, strict=True):
         if d == _EMPTY:
@@ -177,14 +177,14 @@ def _scan_episode_rows(ctx: CheckContext, state: TableState, by_episode: dict[st
     hits: dict[str, list[tuple[int, str]]] = {}
     for offset, chunk in iter_chunks(ctx, state, ["episode_id", *texts]):
         ids = chunk.column("episode_id")
-        rows = np.flatnonzero(np.asarray(pc.fill_null(pc.is_in(ids, value_set=wanted), False)
+        rows = np.flatnonzero(np.asarray(ac.fill_null(ac.is_in(ids, value_set=wanted), False)
                                          .to_numpy(zero_copy_only=False), dtype=bool))
         if not len(rows):
             continue
         taken = int64_array(rows)
-        eids = ids.take(taken).to_pylist()
+        eids = ac.take(ids, taken).to_pylist()
         for name in texts:
-            for row, eid, cell in zip(rows, eids, chunk.column(name).take(taken).to_pylist(), strict=True):
+            for row, eid, cell in zip(rows, eids, ac.take(chunk.column(name), taken).to_pylist(), strict=True):
                 if cell and not _marked_text(cell):
                     found = _found(cell, by_episode[eid])
                     if found is not None:
@@ -269,9 +269,9 @@ def _check_copies(ctx: CheckContext, state: TableState, chunk: pa.Table, offset:
     if not len(rows) or not others:
         return
     taken = int64_array(rows)
-    wanted = chunk.column(digest).take(taken).to_pylist()
+    wanted = ac.take(chunk.column(digest), taken).to_pylist()
     for other in others:
-        cells = chunk.column(other).take(taken).to_pylist()
+        cells = ac.take(chunk.column(other), taken).to_pylist()
         hits = [int(r) for r, want, cell in zip(rows, wanted, cells, strict=True)
                 if cell and (_sha(cell) == want or any(_sha(s) == want for s in json_strings(cell)))]
         report_rows(ctx.findings, "redaction-copy-remains", state, offset + np.asarray(hits, dtype=np.int64), other,
@@ -283,12 +283,12 @@ def _check_copies(ctx: CheckContext, state: TableState, chunk: pa.Table, offset:
 def _marked(values: pa.ChunkedArray) -> np.ndarray:
     if not _is_text(values.type):
         return np.zeros(len(values), dtype=bool)
-    ok = pc.or_(pc.equal(values, REDACTED_MARKER), pc.match_substring_regex(values, REDACTED_HMAC_PATTERN))
-    return np.asarray(pc.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)
+    ok = ac.or_(ac.equal(values, REDACTED_MARKER), ac.match_substring_regex(values, REDACTED_HMAC_PATTERN))
+    return np.asarray(ac.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _is_hex_digest(values: Any) -> np.ndarray:
     if not _is_text(values.type):
         return np.zeros(len(values), dtype=bool)
-    ok = pc.match_substring_regex(values, _HEX64)
-    return np.asarray(pc.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)
+    ok = ac.match_substring_regex(values, _HEX64)
+    return np.asarray(ac.fill_null(ok, False).to_numpy(zero_copy_only=False), dtype=bool)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_compute as ac
 from ..numpy_arrow import int64_array
 from ..tables import EPISODE_COLUMNS, STEP_COLUMNS, StepKind, TerminalStatus
 from .context import TableState
@@ -37,14 +37,14 @@ def array(chunk: pa.Table, name: str) -> pa.Array:
 
 def mask(values: pa.Array) -> np.ndarray:
     """A boolean array as numpy, null as False."""
-    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+    return np.asarray(ac.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def kind_mask(kind: pa.Array, value: str) -> np.ndarray:
     """Rows whose enum column (plain or dictionary-encoded) equals `value`."""
     if pa.types.is_dictionary(kind.type):
-        return mask(pc.equal(kind.dictionary, value).take(kind.indices))
-    return mask(pc.equal(kind, value))
+        return mask(ac.take(ac.equal(kind.dictionary, value), kind.indices))
+    return mask(ac.equal(kind, value))
 
 
 def checked_columns(state: TableState, table: str, wanted: tuple[str, ...]) -> list[str]:
@@ -66,22 +66,22 @@ def _row_checks(f: RowFindings, state: TableState, table: str, offset: int, chun
         arr = array(chunk, name)
         col = standard.get(name)
         if col is not None and not col.nullable and arr.null_count:
-            rows = offset + np.flatnonzero(mask(arr.is_null()))
+            rows = offset + np.flatnonzero(mask(ac.is_null(arr)))
             report_rows(f, "value-null", state, rows, name,
                         lambda i, name=name: f"{name} is null; every {table} row needs one")
         if name in _ALLOWED:
             _enum_rows(f, state, offset, name, arr)
         if col is not None and col.minimum is not None:
-            low = np.flatnonzero(mask(pc.less(arr, col.minimum)))
+            low = np.flatnonzero(mask(ac.less(arr, col.minimum)))
             if len(low):
-                values = arr.take(int64_array(low[: f.room("value-negative")])).to_pylist()
+                values = ac.take(arr, int64_array(low[: f.room("value-negative")])).to_pylist()
                 report_rows(f, "value-negative", state, offset + low, name,
                             lambda i, name=name, values=values: f"{name} is {values[i]}; it counts something and "
                             "is never negative: fix the value, or use null when it is unknown")
         if pa.types.is_floating(arr.type):
-            bad = np.flatnonzero(mask(pc.invert(pc.is_finite(arr))))
+            bad = np.flatnonzero(mask(ac.invert(ac.is_finite(arr))))
             if len(bad):
-                values = arr.take(int64_array(bad[: f.room("value-not-finite")])).to_pylist()
+                values = ac.take(arr, int64_array(bad[: f.room("value-not-finite")])).to_pylist()
                 report_rows(f, "value-not-finite", state, offset + bad, name,
                             lambda i, name=name, values=values: f"{name} is {values[i]}; numbers must be "
                             "finite: use null for a missing value and record why in drops")
@@ -90,15 +90,15 @@ def _row_checks(f: RowFindings, state: TableState, table: str, offset: int, chun
 def _enum_rows(f: RowFindings, state: TableState, offset: int, name: str, arr: pa.Array) -> None:
     allowed = _ALLOWED[name]
     if pa.types.is_dictionary(arr.type):
-        ok_dict = pc.is_in(arr.dictionary, value_set=allowed)
+        ok_dict = ac.is_in(arr.dictionary, value_set=allowed)
         if ok_dict.false_count == 0:
             return
-        ok = ok_dict.take(arr.indices)
+        ok = ac.take(ok_dict, arr.indices)
     else:
-        ok = pc.is_in(arr, value_set=allowed)
-    bad = np.flatnonzero(mask(pc.and_(pc.invert(ok), arr.is_valid())))
+        ok = ac.is_in(arr, value_set=allowed)
+    bad = np.flatnonzero(mask(ac.and_(ac.invert(ok), ac.is_valid(arr))))
     if len(bad):
-        values = arr.take(int64_array(bad[: f.room("enum-invalid")])).to_pylist()
+        values = ac.take(arr, int64_array(bad[: f.room("enum-invalid")])).to_pylist()
         report_rows(f, "enum-invalid", state, offset + bad, name,
                     lambda i: f"{name} {excerpt(values[i])} is not one of {', '.join(allowed.to_pylist())}")
 
@@ -114,12 +114,12 @@ def _nesting_checks(f: RowFindings, state: TableState, offset: int, chunk: pa.Ta
     depth = array(chunk, "depth") if "depth" in names else pa.nulls(n, pa.int64())
     if parent.null_count == n and depth.null_count == n:
         return
-    bad_parent = pc.or_(pc.less(parent, 0), pc.greater_equal(parent, seq))
-    bad_depth = pc.or_(pc.less(depth, 0), pc.and_(parent.is_valid(), pc.less(depth, 1)))
-    rows = np.flatnonzero(mask(pc.or_kleene(bad_parent, bad_depth)))
+    bad_parent = ac.or_(ac.less(parent, 0), ac.greater_equal(parent, seq))
+    bad_depth = ac.or_(ac.less(depth, 0), ac.and_(ac.is_valid(parent), ac.less(depth, 1)))
+    rows = np.flatnonzero(mask(ac.or_kleene(bad_parent, bad_depth)))
     if len(rows):
         shown = rows[: f.room("step-parent-invalid")]
-        seqs, parents, depths = (a.take(int64_array(shown)).to_pylist() for a in (seq, parent, depth))
+        seqs, parents, depths = (ac.take(a, int64_array(shown)).to_pylist() for a in (seq, parent, depth))
         report_rows(f, "step-parent-invalid", state, offset + rows, "parent_seq",
                     lambda i: f"step {seqs[i]} has parent_seq {parents[i]} and depth {depths[i]}; parent_seq "
                     "must be the seq of an earlier step of the episode and a sub-agent's depth at least 1")
@@ -129,7 +129,7 @@ def episode_row_checks(f: RowFindings, state: TableState, offset: int, chunk: pa
     """The row-local checks of a chunk of the episodes table (ended_at >= started_at included)."""
     _row_checks(f, state, "episodes", offset, chunk)
     if "started_at" in chunk.column_names and "ended_at" in chunk.column_names:
-        reversed_ = np.flatnonzero(mask(pc.less(array(chunk, "ended_at"), array(chunk, "started_at"))))
+        reversed_ = np.flatnonzero(mask(ac.less(array(chunk, "ended_at"), array(chunk, "started_at"))))
         report_rows(f, "episode-time-reversed", state, offset + reversed_, "ended_at",
                     lambda i: "ended_at is earlier than started_at; fix the episode's timestamps")
 

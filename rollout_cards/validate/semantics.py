@@ -22,9 +22,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .. import arrow_compute as ac
 from ..errors import DecodeLimitError
 from ..io.decode import DecodeBudget, variable_width
 from ..io.read_ahead import read_ahead as background
@@ -174,7 +174,7 @@ def check_episodes(ctx: CheckContext) -> None:
             if "episode_id" in columns:
                 ids.append(array(chunk, "episode_id"))
             if "n_steps" in columns:
-                n_steps.append(pc.fill_null(array(chunk, "n_steps"), -1).to_numpy(zero_copy_only=False))
+                n_steps.append(ac.fill_null(array(chunk, "n_steps"), -1).to_numpy(zero_copy_only=False))
         if "episode_id" not in columns:
             return
         facts = EpisodeFacts(EpisodeIndex(pa.concat_arrays(ids) if ids else pa.array([], pa.string())),
@@ -220,15 +220,15 @@ def _check_steps(ctx: CheckContext, state: TableState, rf: RowFindings) -> None:
         ids = array(chunk, "episode_id")
         codes = episode_codes(ids)
         known = codes >= 0
-        orphans = np.flatnonzero(~known & mask(ids.is_valid()))
-        report_missing(rf, state, offset + orphans, ids.take(int64_array(orphans)))
+        orphans = np.flatnonzero(~known & mask(ac.is_valid(ids)))
+        report_missing(rf, state, offset + orphans, ac.take(ids, int64_array(orphans)))
         counts += np.bincount(codes[known], minlength=len(counts))
         if scan is not None and scan.active:
             seq = array(chunk, "seq")
-            usable = known & mask(seq.is_valid())
+            usable = known & mask(ac.is_valid(seq))
             idx = None if usable.all() else np.flatnonzero(usable)
             rows = offset + (np.arange(len(codes)) if idx is None else idx)
-            seqs = pc.fill_null(seq, -1).to_numpy(zero_copy_only=False)
+            seqs = ac.fill_null(seq, -1).to_numpy(zero_copy_only=False)
             scan.feed(codes if idx is None else codes[idx], seqs if idx is None else seqs[idx], rows,
                       **scan_inputs(chunk, idx))
     if scan is not None:
@@ -252,7 +252,7 @@ def _sorted_passes(ctx: CheckContext, state: TableState, episodes: EpisodeFacts,
         for offset, chunk in iter_chunks(ctx, state, columns, dictionary=("episode_id", "call_id")):
             codes = episode_codes(array(chunk, "episode_id"))
             seq = array(chunk, "seq")
-            idx = np.flatnonzero((codes >= 0) & (codes % passes == part) & mask(seq.is_valid()))
+            idx = np.flatnonzero((codes >= 0) & (codes % passes == part) & mask(ac.is_valid(seq)))
             if len(idx):
                 pieces.append(scan_piece(chunk, idx, offset + idx, {"code": codes[idx]}))
         if pieces:
