@@ -137,6 +137,8 @@ class ChunkedTables:
             raise ValueError(f"unknown status {status!r}")
         if not isinstance(row.get("task_id"), str) or not row["task_id"]:
             raise steps.error("the record has no task id")
+        if row.get("agent") == "":  # an agent named after an empty field or a nameless path
+            raise steps.error("the episode's agent name is empty; name the agent with --agent NAME")
         for label in _LABELS:
             value = row.get(label)
             if isinstance(value, str) and len(value) > MAX_LABEL_CHARS:

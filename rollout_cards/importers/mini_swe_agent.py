@@ -35,7 +35,7 @@ from .base import ImportRequest
 from .json_stream import read_document, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession, read_source
-from .source_dir import children, exit_statuses, regular_file
+from .source_dir import children, directory_name, exit_statuses, regular_file
 from .source_values import INT64_MAX, integer, number, text
 from .steps import StepBuffer, json_text
 
@@ -81,7 +81,8 @@ class MiniSweAgentImporter:
             else:
                 data = _add_trajectory_source(session, path, request.url(index))
                 with session.record():
-                    _import_traj(session, state, path, data, request.agent, None, None, path.name)
+                    _import_traj(session, state, path, data, request.agent, directory_name(path.parent), None, None,
+                                 path.name)
         if session.episodes_written:
             state.finish(session)
 
@@ -196,7 +197,7 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
         session.add_source(files[name], "mini-swe-agent-exit-statuses", url)
         statuses.update(exit_statuses(files[name], max_bytes=_MAX_YAML_BYTES))
     if len(yamls) > 1:
-        session.note(f"{root.name}: {len(yamls)} exit_statuses files; an instance listed in several takes the "
+        session.note(f"{directory_name(root)}: {len(yamls)} exit_statuses files; an instance listed in several takes the "
                      "status of the latest file")
     preds: dict[str, dict[str, Any]] = {}
     if "preds.json" in files:
@@ -215,6 +216,8 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
                                 "or <instance>/<instance>.traj.json)", file=str(root))
     models = sorted({p["model_name_or_path"] for p in preds.values() if isinstance(p.get("model_name_or_path"), str)})
     default_agent = agent or (models[0] if len(models) == 1 else None)
+    # With no model named anywhere the run is named after its directory (that of `.` too).
+    run_name = directory_name(root)
     planned_here: list[tuple[str, str]] = []
     for iid in sorted(set(statuses) | set(preds) | set(trajs)):
         pred = preds.get(iid)
@@ -223,10 +226,11 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
             path = trajs[iid]
             data = _add_trajectory_source(session, path, None)
             with session.record():
-                got = _import_traj(session, state, path, data, who, statuses.get(iid), pred, f"{root.name}/{iid}")
+                got = _import_traj(session, state, path, data, who, run_name, statuses.get(iid), pred,
+                                   f"{run_name}/{iid}")
                 planned_here.append((iid, got))
             continue
-        who = who or root.name
+        who = who or run_name
         planned_here.append((iid, who))
         if iid not in statuses:
             state.unknown.append((iid, who))
@@ -295,7 +299,9 @@ def _add_trajectory_source(session: ImportSession, path: Path, url: str | None) 
 
 
 def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes | None, agent: str | None,
-                 listed: str | None, pred: dict[str, Any] | None, label: str) -> str:
+                 fallback: str, listed: str | None, pred: dict[str, Any] | None, label: str) -> str:
+    """Map one trajectory; the agent is `agent`, else the trajectory's model, else `fallback`
+    (the run's directory name). Returns the agent."""
     doc = read_document(path, max_value_chars=_MAX_FILE_CHARS, data=data)
     probe = StepBuffer("", file=str(path), record=label)
     if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict) or not isinstance(doc.get("messages"), list):
@@ -306,7 +312,7 @@ def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes 
     config = info.get("config")
     model_cfg = config.get("model") if isinstance(config, dict) and isinstance(config.get("model"), dict) else {}
     model = model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None
-    agent = agent or model or path.parent.name
+    agent = agent or model or fallback
     steps = StepBuffer(f"{agent}/{iid}", file=str(path), record=iid)
     exit_status = text(steps, info.get("exit_status"), "info.exit_status") or listed
     if not exit_status:

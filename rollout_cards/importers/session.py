@@ -245,6 +245,8 @@ class ImportSession:
 
     def add_agent(self, info: AgentInfo | Mapping[str, Any]) -> None:
         """Record an agent or model in provenance (the first description of a name wins)."""
+        if isinstance(info, Mapping) and info.get("name") == "":
+            raise SourceFormatError("an agent's name is empty; name the agent with --agent NAME")
         agent = AgentInfo.model_validate(info)
         self._header.agents.setdefault(agent.name, agent)
 

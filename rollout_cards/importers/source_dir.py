@@ -18,7 +18,7 @@ from ..errors import SourceFormatError
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from .compression import HEAD_BYTES, compressed_error
 
-__all__ = ["MAX_ENTRIES", "children", "exit_statuses", "read_yaml", "regular_file"]
+__all__ = ["MAX_ENTRIES", "children", "directory_name", "exit_statuses", "read_yaml", "regular_file"]
 
 #: Entries of one directory looked at, at most.
 MAX_ENTRIES = 1_000_000
@@ -52,6 +52,14 @@ def read_yaml(path: Path, *, max_bytes: int) -> tuple[object, dict[YamlPath, int
     except StrictYamlError as exc:
         error = SourceFormatError(f"is not valid YAML: {exc}", file=str(path))
     raise compressed_error(str(path), data[:HEAD_BYTES]) or error
+
+
+def directory_name(path: Path) -> str:
+    """The name of the directory `path` names, taken from its absolute form: a relative `.`, `..`
+    or `run/..` has no name of its own (`Path('.').name` is ''), the directory it stands for has.
+    '' only for the file system's root. An importer that names an agent or a run after its
+    source directory takes the name from here, so a relative source path never gives an empty one."""
+    return os.path.basename(os.path.abspath(path))
 
 
 def exit_statuses(path: Path, *, max_bytes: int) -> dict[str, str]:

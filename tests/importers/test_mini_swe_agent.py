@@ -218,3 +218,51 @@ def test_a_trajectory_rewritten_between_its_read_and_its_hash_is_refused(tmp_pat
                                                 r"rewritten\)"):
         run_import("mini-swe-agent", [traj if layout == "file" else root], tmp_path / "card")
     assert not (tmp_path / "card").exists()
+
+
+# -- the agent name is never empty ---------------------------------------------------------------------
+def _no_model_traj(iid: str) -> dict:
+    doc = _traj(iid, "Submitted")
+    del doc["info"]["config"]
+    return doc
+
+
+@pytest.mark.parametrize("layout", ["file", "flat-dot", "nested-dot"])
+def test_a_relative_source_of_a_run_without_a_model_name_is_named_after_its_directory(tmp_path, monkeypatch, layout):
+    # `rcard import mini-swe-agent x.traj.json` (or `.`) in the run's directory, no model named in
+    # it: the agent was Path('.').name == '' and the card writer refused it — exit 2, "internal error".
+    from typer.testing import CliRunner
+
+    from rollout_cards.cli import app
+
+    run = tmp_path / "my-run"
+    run.mkdir()
+    if layout == "nested-dot":
+        (run / "a").mkdir()
+        (run / "a" / "a.traj.json").write_text(json.dumps(_no_model_traj("a")))
+    else:
+        (run / "a.traj.json").write_text(json.dumps(_no_model_traj("a")))
+    monkeypatch.chdir(run)
+    result = CliRunner().invoke(app, ["import", "mini-swe-agent", "a.traj.json" if layout == "file" else ".",
+                                      "-o", str(tmp_path / "card")])
+    assert result.exit_code == 0, result.output
+    import rollout_cards as rc
+
+    (row,) = rc.open(tmp_path / "card").episodes().to_pylist()
+    assert (row["agent"], row["episode_id"]) == ("my-run", "my-run/a")
+
+
+def test_an_empty_agent_name_is_an_error_naming_the_record_and_the_fix(tmp_path):
+    from rollout_cards.importers.session import ImportSession
+    from rollout_cards.importers.steps import StepBuffer
+
+    session = ImportSession(tmp_path / "card", format="mini-swe-agent", card_id="c", title="t")
+    try:
+        with pytest.raises(SourceFormatError, match="agent name is empty; name the agent with --agent") as err:
+            session.add_episode({"episode_id": "/a", "task_id": "a", "agent": "", "status": "completed"},
+                                StepBuffer("/a", file="src.json", record="a"))
+        assert (err.value.file, err.value.record) == ("src.json", "a")
+        with pytest.raises(SourceFormatError, match="agent's name is empty"):
+            session.add_agent({"name": ""})
+    finally:
+        session.abort()
