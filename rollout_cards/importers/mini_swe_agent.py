@@ -7,6 +7,13 @@ mini-swe-agent-1.x); a single `.traj.json` file is accepted too. One episode per
 instance the exit statuses or the predictions list (and per trajectory found),
 `episode_id` = `<agent>/<instance>`.
 
+Before 1.0 (up to 1.0.0.dev3, until "Share output file logic", 2025-07-11) mini-swe-agent
+saved a trajectory as `agent.messages` alone: a bare JSON list of {role, content} messages,
+with no exit status, submission, cost or version. Such a file imports as the messages' steps;
+its exit status is the exit statuses file's when that lists the instance, else it is not known:
+status `error` with error_type `unrecorded_exit_status`, declared in the drops and noted —
+never one guessed from the messages.
+
 | exit status                         | status    |
 |-------------------------------------|-----------|
 | Submitted                           | completed |
@@ -39,7 +46,8 @@ from .source_dir import children, directory_name, exit_statuses, regular_file
 from .source_values import INT64_MAX, integer, number, text
 from .steps import StepBuffer, json_text
 
-__all__ = ["MessageCounts", "MiniSweAgentImporter", "add_messages", "check_trajectory_format", "terminal_state"]
+__all__ = ["UNRECORDED", "MessageCounts", "MiniSweAgentImporter", "add_messages", "check_trajectory_format",
+           "terminal_state"]
 
 _MAX_FILE_CHARS = 512 * 1024 * 1024
 _MAX_YAML_BYTES = 64 * 1024 * 1024
@@ -49,6 +57,8 @@ _SELECTOR_IDS = 50
 _MSG_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "extra"))
 #: Keys of a model response kept in the step payload (its `choices` repeat the message).
 _RESPONSE_KEEP = ("id", "created", "model", "object", "system_fingerprint", "usage")
+#: error_type of a pre-1.0 trajectory (a bare message list) no exit statuses file lists.
+UNRECORDED = "unrecorded_exit_status"
 
 
 def terminal_state(exit_status: str) -> str:
@@ -110,6 +120,8 @@ class _State(MessageCounts):
         self.versions: set[str] = set()
         self.agents: set[str] = set()
         self.described: set[tuple[tuple[str, str | None], ...]] = set()  # what _add_agent gave add_agent
+        self.bare: list[tuple[str, str]] = []  # (instance, agent) of pre-1.0 trajectories (bare message lists)
+        self.unrecorded: list[tuple[str, str]] = []  # those of them no exit statuses file lists
 
     def finish(self, session: ImportSession) -> None:
         rules = _declare_rule(session, self)
@@ -137,17 +149,20 @@ class _State(MessageCounts):
                           if len(self.no_traj) <= _SELECTOR_IDS else None),
                 count=len(self.no_traj),
             )
+        if self.bare:
+            self._bare(session)
         n_ep = session.episodes_written
         for column in ("started_at", "ended_at"):
             session.declare_missing(f"episodes.{column}", "mini-swe-agent records when each message was made, "
                                     "not when the instance started or ended (the steps carry the message times)",
                                     count=n_ep)
+        bare = "; a pre-1.0 trajectory (a bare message list) records neither for any message" if self.bare else ""
         if self.untimed_steps:
-            session.declare_missing("steps.t", "messages without extra.timestamp (the system and task prompts)",
-                                    count=self.untimed_steps)
+            session.declare_missing("steps.t", "messages without extra.timestamp (the system and task prompts)"
+                                    + bare, count=self.untimed_steps)
         if self.untokened_steps:
             why = ("usage and cost are recorded on model responses only: they are on the first step of each "
-                   "assistant message; prompts, observations and further tool calls have none")
+                   "assistant message; prompts, observations and further tool calls have none" + bare)
             for column in ("input_tokens", "output_tokens"):
                 session.declare_missing(f"steps.{column}", why, count=self.untokened_steps)
             session.declare_missing("steps.cost_usd", why, count=self.untokened_steps + self.unpriced_steps)
@@ -166,6 +181,29 @@ class _State(MessageCounts):
         if self.versions:
             session.set_software("harness", Software(name="mini-swe-agent", version=" | ".join(sorted(self.versions)),
                                                      url="https://github.com/SWE-agent/mini-swe-agent"))
+
+
+    def _bare(self, session: ImportSession) -> None:
+        """Declare what a pre-1.0 trajectory (a bare message list) does not record."""
+        n = len(self.bare)
+        session.note(f"{n} trajectory file(s) are bare message lists, as mini-swe-agent saved them before 1.0 (up "
+                     "to 1.0.0.dev3): they hold the messages only — no info (exit status, submission, cost, API "
+                     "calls, version); the exit status is the exit statuses file's where it lists the instance"
+                     + (f"; {len(self.unrecorded)} are listed nowhere, so how they ended is unknown: status error, "
+                        f"error_type {UNRECORDED}: " + _shown(self.unrecorded) if self.unrecorded else ""))
+        for column in ("cost_usd", "meta.api_calls"):
+            session.declare_missing(f"episodes.{column}", "a pre-1.0 trajectory (a bare message list) has no "
+                                    "info.model_stats: " + _shown(self.bare), count=n)
+        if self.unrecorded:
+            session.add_drop(
+                target="episodes.status", action="unobserved", declaration="source_missing",
+                loss_class="missing_outcome",
+                reason=f"{len(self.unrecorded)} pre-1.0 trajectory file(s) (bare message lists, which hold no exit "
+                "status) are of instances no exit_statuses file lists, so how the run ended is not recorded; "
+                f"they are kept with status error and error_type {UNRECORDED} (not a status guessed from the "
+                "messages): " + _shown(self.unrecorded),
+                selector=f"error_type == {_q(UNRECORDED)}", count=len(self.unrecorded),
+            )
 
 
 def _shown(keys: list[tuple[str, str]]) -> str:
@@ -304,8 +342,12 @@ def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes 
     (the run's directory name). Returns the agent."""
     doc = read_document(path, max_value_chars=_MAX_FILE_CHARS, data=data)
     probe = StepBuffer("", file=str(path), record=label)
-    if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict) or not isinstance(doc.get("messages"), list):
-        raise probe.error("is not a mini-swe-agent trajectory (an object with info and messages)")
+    bare = type(doc) is list  # before 1.0: the messages alone (module docstring)
+    if bare:
+        doc = {"info": {}, "messages": doc}
+    elif not isinstance(doc, dict) or not isinstance(doc.get("info"), dict) or not isinstance(doc.get("messages"), list):
+        raise probe.error("is not a mini-swe-agent trajectory (an object with info and messages, or before 1.0 a "
+                          "list of messages)")
     info = doc["info"]
     fmt = check_trajectory_format(probe, doc)
     iid = text(probe, doc.get("instance_id"), "instance_id") or path.name.removesuffix(".traj.json")
@@ -315,12 +357,12 @@ def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes 
     agent = agent or model or fallback
     steps = StepBuffer(f"{agent}/{iid}", file=str(path), record=iid)
     exit_status = text(steps, info.get("exit_status"), "info.exit_status") or listed
-    if not exit_status:
+    if not exit_status and not bare:
         raise steps.error("info.exit_status is empty and no exit_statuses file lists the instance")
     if listed is not None and listed != exit_status:
         session.note(f"{label}: the trajectory's exit status {exit_status} differs from the exit statuses "
                      f"file's {listed}; the trajectory's is used")
-    status = terminal_state(exit_status)
+    status = terminal_state(exit_status) if exit_status else "error"
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
     tokens = add_messages(steps, doc["messages"], state)
     state.untimed_steps += sum(1 for r in steps.rows if r[3] is None)
@@ -337,7 +379,15 @@ def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes 
     else:
         row["input_tokens"], row["output_tokens"] = tokens
         row["total_tokens"] = tokens[0] + tokens[1]
-    if status != "completed":
+    if bare:
+        row["meta.trajectory_shape"] = "message-list"
+        state.bare.append((iid, agent))
+    if not exit_status:  # a bare message list no exit statuses file lists
+        row["error_message"] = ("how the run ended is not recorded: the trajectory is a bare message list "
+                                "(mini-swe-agent before 1.0) and no exit_statuses file lists the instance")
+        row["error_type"] = UNRECORDED
+        state.unrecorded.append((iid, agent))
+    elif status != "completed":
         message = text(steps, info.get("exception_str"), "info.exception_str")
         row["error_message"] = message or f"exit status {exit_status}"
         row["error_traceback"] = text(steps, info.get("traceback"), "info.traceback")

@@ -220,6 +220,74 @@ def test_a_trajectory_rewritten_between_its_read_and_its_hash_is_refused(tmp_pat
     assert not (tmp_path / "card").exists()
 
 
+# -- before 1.0: a trajectory was the message list alone ------------------------------------------------
+def _pre_1_0_messages(iid: str, turns: int) -> list[dict[str, str]]:
+    """What mini-swe-agent 1.0.0.dev3 saved as a trajectory (`json.dumps(agent.messages)`): a bare list
+    of {role, content} — the system and instance prompts, then an assistant reply with one bash block
+    and the observation for each turn; nothing else (no info, no timestamps, no usage)."""
+    messages = [{"role": "system", "content": "You are a helpful assistant that can interact with a computer."},
+                {"role": "user", "content": f"Please solve this issue: {iid} fails on empty input."}]
+    for t in range(turns):
+        messages.append({"role": "assistant", "content": f"THOUGHT: look at the code ({t}).\n\n```bash\nls src\n```"})
+        messages.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\nfile{t}.py\n</output>"})
+    return messages
+
+
+def _pre_1_0_run(root: Path, statuses: dict[str, list[str]], trajs: dict[str, int]) -> Path:
+    root.mkdir()
+    (root / "exit_statuses_1752000000.0.yaml").write_text(yaml.safe_dump({"instances_by_exit_status": statuses}))
+    (root / "preds.json").write_text(json.dumps({i: {"model_name_or_path": "m", "instance_id": i, "model_patch": ""}
+                                                 for i in trajs}))
+    for iid, turns in trajs.items():
+        (root / iid).mkdir()
+        (root / iid / f"{iid}.traj.json").write_text(json.dumps(_pre_1_0_messages(iid, turns), indent=2))
+    return root
+
+
+def test_a_pre_1_0_trajectory_a_bare_message_list_imports_its_status_from_the_exit_statuses(tmp_path):
+    # Refused before ("is not a mini-swe-agent trajectory"): mini-swe-agent up to 1.0.0.dev3 wrote
+    # the messages alone. The status comes from the exit statuses file; an instance it does not list
+    # has no recorded end: error / unrecorded_exit_status, declared — not guessed from the messages.
+    root = _pre_1_0_run(tmp_path / "run", {"Submitted": ["a"], "LimitsExceeded": ["b"]}, {"a": 2, "b": 3, "c": 1})
+    result, card = run_import("mini-swe-agent", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    rows = {e["task_id"]: e for e in card.episodes().to_pylist()}
+    assert {i: (r["status"], r["error_type"]) for i, r in rows.items()} == {
+        "a": ("completed", None), "b": ("limit", None), "c": ("error", "unrecorded_exit_status")}
+    assert rows["c"]["meta.exit_status"] is None and rows["b"]["meta.exit_status"] == "LimitsExceeded"
+    assert {r["meta.trajectory_shape"] for r in rows.values()} == {"message-list"}
+    for iid, row in rows.items():  # every message a step, in order, as the file has them
+        messages = json.loads((root / iid / f"{iid}.traj.json").read_text())
+        steps = card.episode_steps(row["episode_id"]).to_pylist()
+        assert [(s["kind"], s["role"], s["content"]) for s in steps] == [
+            ("message", m["role"], m["content"]) for m in messages]
+        assert row["cost_usd"] is None and row["input_tokens"] is None
+    drop = next(d for d in card.manifest.drops if d.target == "episodes.status")
+    assert (drop.count, drop.declaration, drop.selector) == (1, "source_missing", "error_type == 'unrecorded_exit_status'")
+    assert any("bare message lists" in n and "c" in n for n in result.notes)
+    assert {d.target for d in card.manifest.drops} >= {"episodes.cost_usd", "episodes.meta.api_calls"}
+    rule = next(r for r in result.rules if r["rule"] == "mini_swe_agent.submitted_rate")
+    assert rule["reported"][0]["value"] == 0.5  # over the two listed instances
+
+
+def test_a_single_pre_1_0_trajectory_has_no_recorded_end(tmp_path):
+    path = tmp_path / "x.traj.json"
+    path.write_text(json.dumps(_pre_1_0_messages("x", 1)))
+    result, card = run_import("mini-swe-agent", [path], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    (row,) = card.episodes().to_pylist()
+    assert (row["status"], row["error_type"], row["agent"]) == ("error", "unrecorded_exit_status", tmp_path.name)
+    assert result.statuses == {"error": 1}
+
+
+def test_a_bad_message_of_a_pre_1_0_trajectory_names_the_file_and_the_message(tmp_path):
+    path = tmp_path / "x.traj.json"
+    path.write_text(json.dumps([*_pre_1_0_messages("x", 1), "oops"]))
+    with pytest.raises(SourceFormatError, match=r"messages\[4\] is not an object") as err:
+        run_import("mini-swe-agent", [path], tmp_path / "card")
+    assert err.value.file == str(path)
+
+
 # -- the agent name is never empty ---------------------------------------------------------------------
 def _no_model_traj(iid: str) -> dict:
     doc = _traj(iid, "Submitted")
