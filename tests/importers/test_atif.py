@@ -147,7 +147,8 @@ def test_harbor_job_directory_reads_the_timeout_from_the_trial_result(tmp_path):
     _trial(job, "hello-world__c", None, {"exception_type": "RuntimeError", "exception_message": "docker",
                                          "exception_traceback": "tb", "occurred_at": "2025-11-01T10:02:00"})
     (job / "result.json").write_text(json.dumps({"id": "j", "started_at": "2025-11-01T10:00:00", "n_total_trials": 4,
-                                                 "stats": {"n_trials": 3, "n_errors": 2, "evals": {}}}))
+                                                 "stats": {"n_trials": 3, "n_errors": 2, "evals": {
+                                                     "terminus-2__gpt-4o__demo": {"metrics": [{"mean": 1 / 3}]}}}}))
     result, card = run_import("atif", [job], tmp_path / "c")
     eps = {e["episode_id"]: e for e in card.episodes().to_pylist()}
     assert eps["hello-world__a"]["status"] == "timeout" and eps["hello-world__a"]["error_type"] == "AgentTimeoutError"
