@@ -6,7 +6,10 @@ A sub-agent's trajectory — referenced from an observation result's
 `trajectory_path` (a file beside the parent) — becomes a `span_begin` step (name = the
 sub-agent, payload = the ref) followed by the sub-trajectory's steps with `parent_seq` =
 that span's seq and `depth` + 1, then a `span_end`. A `continued_trajectory_ref` file is
-appended at the same depth. NeMo Agent Toolkit steps whose `extra.ancestry.parent_id`
+appended at the same depth. Steps of a sub-agent or continuation file marked
+`is_copied_context` (the conversation it was handed, already in the episode) are not
+repeated: counted in `AtifCounts.copied_context` (a declared drop) and, for a sub-agent,
+in its span_begin's `payload.copied_context_steps`. NeMo Agent Toolkit steps whose `extra.ancestry.parent_id`
 names the `function_id` of an earlier step or tool call of the trajectory are nested
 under that step the same way; `extra.ancestry.function_name` is the step's `agent`.
 
@@ -30,7 +33,7 @@ from .json_stream import JsonStream, read_document
 from .openai_chat import content_text
 from .steps import StepBuffer, json_text, parse_timestamp
 
-__all__ = ["AtifCounts", "add_trajectory", "is_atif"]
+__all__ = ["AtifCounts", "add_trajectory", "declare_copied_context", "is_atif"]
 
 _ROLES = {"system": "system", "user": "user", "agent": "assistant"}
 _STEP_KEYS = ("timestamp", "source", "message", "tool_calls", "observation", "metrics")
@@ -53,6 +56,10 @@ class AtifCounts:
     subagents: int = 0
     continuations: int = 0
     nested_by_ancestry: int = 0
+    #: steps marked is_copied_context in a continuation or sub-agent file, not repeated (see add_trajectory)
+    copied_context: int = 0
+    #: final_metrics of the last file of a continued_trajectory_ref chain (Harbor's are cumulative)
+    last_final_metrics: dict[str, Any] | None = None
     step_tokens: list[int | float] = field(default_factory=lambda: [0, 0, 0.0])
     step_tokens_seen: list[bool] = field(default_factory=lambda: [False, False, False])
 
@@ -96,6 +103,12 @@ def add_trajectory(
     for i, step in enumerate(raw_steps):
         if not isinstance(step, dict):
             raise steps.error(f"{where}steps[{i}] is not an object")
+        if chain and step.get("is_copied_context") is True:
+            # A continuation or sub-agent file repeats the conversation it was handed (Harbor's
+            # terminus-2: linear_history segments, summarization sub-agents): those steps are the
+            # parent's own, already in this episode; repeating them would count them twice.
+            counts.copied_context += 1
+            continue
         _step(step, f"{where}steps[{i}]", steps, counts, scope, functions)
     cont = record.get("continued_trajectory_ref")
     if cont is not None:
@@ -103,8 +116,18 @@ def add_trajectory(
             raise steps.error(f"{where}continued_trajectory_ref is not a path")
         sub, label = _load_file(cont, None, steps, scope, f"{where}continued_trajectory_ref")
         counts.continuations += 1
+        # an empty dict (no final_metrics in the last file) makes the episode sum its steps instead
+        counts.last_final_metrics = sub["final_metrics"] if isinstance(sub.get("final_metrics"), dict) else {}
         add_trajectory(sub, steps, counts, directory=scope.directory, where=f"{label}: ", depth=depth,
                        parent_seq=parent_seq, agent=agent, chain=(*chain, label))
+
+
+def declare_copied_context(session: Any, count: int) -> None:
+    """The drop of the copied-context steps `add_trajectory` did not repeat."""
+    session.add_drop(target="steps", action="omitted", declaration="author_declared", loss_class="copied_context",
+                     count=count, reason="ATIF steps (the count) of sub-agent and continuation trajectories marked "
+                     "is_copied_context — the conversation the file was handed, already among this episode's "
+                     "steps — are not repeated; a sub-agent's span_begin payload counts its copied_context_steps")
 
 
 def _nesting(step: dict[str, Any], scope: _Scope, functions: dict[str, tuple[int, int]],
@@ -245,7 +268,9 @@ def _subagent(ref: Any, where: str, source: str | None, t: int | None, steps: St
     if isinstance(sub.get("agent"), dict) and isinstance(sub["agent"].get("name"), str):
         name = sub["agent"]["name"]
     counts.subagents += 1
-    begin_payload = {"ref": ref, **({"source_call_id": source} if source else {})}
+    copies = sum(1 for x in sub.get("steps") or () if isinstance(x, dict) and x.get("is_copied_context") is True)
+    begin_payload = {"ref": ref, **({"source_call_id": source} if source else {}),
+                     **({"copied_context_steps": copies} if copies else {})}
     begin = steps.add("span_begin", name=name or label, t=t, payload=begin_payload, **nest)
     add_trajectory(sub, steps, counts, directory=scope.directory, where=f"{label}: ", depth=scope.depth + 1,
                    parent_seq=begin, agent=name, chain=(*scope.chain, label))

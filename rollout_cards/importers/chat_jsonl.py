@@ -37,7 +37,7 @@ from ..errors import ImporterError
 from ..regular_files import open_regular
 from ..tables import TerminalStatus
 from ..yamldoc import load_strict_yaml
-from .atif_steps import AtifCounts, add_trajectory, is_atif
+from .atif_steps import AtifCounts, add_trajectory, declare_copied_context, is_atif
 from .base import ImportRequest
 from .json_stream import iter_records
 from .openai_chat import ChatMapping, add_chat_messages
@@ -134,6 +134,8 @@ class _Context:
         self.model_steps_without_tokens = 0
         self.episodes_without_tokens = 0
         self.subagents = 0
+        self.continued = 0
+        self.copied_context = 0
         self.task_from_file = 0
 
 
@@ -264,6 +266,10 @@ def _atif(record: dict[str, Any], steps: StepBuffer, row: dict[str, Any], ctx: _
     ctx.model_steps_without_tokens += counts.model_steps_without_tokens
     ctx.subagents += counts.subagents
     final = record.get("final_metrics") if isinstance(record.get("final_metrics"), dict) else {}
+    if counts.last_final_metrics is not None:
+        final = counts.last_final_metrics  # a continued trajectory's last file counts the whole run (Harbor)
+        ctx.continued += 1
+    ctx.copied_context += counts.copied_context
     tin, tout, cost = final.get("total_prompt_tokens"), final.get("total_completion_tokens"), final.get("total_cost_usd")
     totals, seen = counts.step_tokens, counts.step_tokens_seen
     tin = tin if tin is not None else (totals[0] if seen[0] else None)
@@ -297,6 +303,11 @@ def _declare(session: ImportSession, ctx: _Context) -> None:
     if ctx.subagents:
         session.note(f"{ctx.subagents} sub-agent trajectories are nested in the episode that launched them "
                      "(span_begin/span_end steps, parent_seq, depth)")
+    if ctx.continued:
+        session.note(f"{ctx.continued} ATIF trajectories continue in other files (continued_trajectory_ref): "
+                     "their tokens are the last file's final_metrics, which Harbor's terminus-2 keeps cumulative")
+    if ctx.copied_context:
+        declare_copied_context(session, ctx.copied_context)
     if ctx.default_status:
         session.add_drop(
             target="episodes.status", action="unobserved", declaration="source_missing",

@@ -160,3 +160,52 @@ def test_harbor_job_directory_reads_the_timeout_from_the_trial_result(tmp_path):
     missing = [d for d in card.manifest.drops if d.loss_class == "interrupted_run"]
     assert missing and missing[0].count == 1
     assert_valid(tmp_path / "c")
+
+
+def test_copied_context_of_a_sub_agent_is_not_repeated(tmp_path):
+    # Harbor's summarization sub-agents start with the conversation they were handed (is_copied_context)
+    path = external(SUMMARIZATION)
+    _r, card = run_import("atif", [path], tmp_path / "c")
+    steps = card.steps().to_pylist()
+    subs = {json.loads(p.read_text())["agent"]["name"]: json.loads(p.read_text())
+            for p in path.parent.glob("*summarization-1-*.json")}
+    for begin in (s for s in steps if s["kind"] == "span_begin"):
+        raw = subs[begin["name"]]["steps"]
+        copied = [x for x in raw if x.get("is_copied_context")]
+        own = [s for s in steps if s["parent_seq"] == begin["seq"] and s["kind"] == "message"]
+        assert json.loads(begin["payload"]).get("copied_context_steps", 0) == len(copied)
+        assert [s["content"] for s in own] == [x["message"] for x in raw if not x.get("is_copied_context")]
+    total = sum(1 for sub in subs.values() for x in sub["steps"] if x.get("is_copied_context"))
+    (drop,) = [d for d in card.manifest.drops if d.loss_class == "copied_context"]
+    assert total and drop.count == total
+    assert_valid(tmp_path / "c")
+
+
+def test_a_linear_history_continuation_is_appended_once_with_its_cumulative_tokens(tmp_path):
+    # terminus-2 with linear_history: trajectory.json, then trajectory.cont-1.json repeating the
+    # conversation so far (is_copied_context, no metrics) before its own steps; final_metrics cumulative
+    def step(i, source, text, copied=False, tokens=None):
+        s = {"step_id": i, "source": source, "message": text}
+        if copied:
+            s["is_copied_context"] = True
+        if tokens:
+            s["metrics"] = {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]}
+        return s
+
+    first = [step(1, "user", "task"), step(2, "agent", "a1", tokens=(60, 6)), step(3, "agent", "a2", tokens=(40, 4))]
+    second = [step(1, "user", "task", True), step(2, "agent", "a1", True), step(3, "agent", "a2", True),
+              step(4, "user", "handoff"), step(5, "agent", "a3", tokens=(150, 20))]
+    d = tmp_path / "agent"
+    d.mkdir()
+    (d / "trajectory.json").write_text(json.dumps(_traj(first, schema_version="ATIF-v1.6", final_metrics={
+        "total_prompt_tokens": 100, "total_completion_tokens": 10}, continued_trajectory_ref="trajectory.cont-1.json")))
+    (d / "trajectory.cont-1.json").write_text(json.dumps(_traj(second, schema_version="ATIF-v1.6", final_metrics={
+        "total_prompt_tokens": 250, "total_completion_tokens": 30})))
+    _r, card = run_import("atif", [d / "trajectory.json"], tmp_path / "c")
+    contents = card.steps(columns=["content"]).column("content").to_pylist()
+    assert contents == [x["message"] for x in first + second if not x.get("is_copied_context")]
+    (ep,) = card.episodes().to_pylist()
+    assert (ep["input_tokens"], ep["output_tokens"]) == (250, 30)  # the last file's, cumulative
+    (drop,) = [d for d in card.manifest.drops if d.loss_class == "copied_context"]
+    assert drop.count == 3
+    assert_valid(tmp_path / "c")
