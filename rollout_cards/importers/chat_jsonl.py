@@ -40,6 +40,7 @@ from ..yamldoc import load_strict_yaml
 from .atif_steps import AtifCounts, add_trajectory, declare_copied_context, is_atif
 from .base import ImportRequest
 from .json_stream import iter_records
+from .nemo_eval import SAMPLES_FILE, EvalScores, sample_columns, unwrap_sample
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
 from .steps import StepBuffer, json_text
@@ -136,6 +137,8 @@ class _Context:
         self.subagents = 0
         self.continued = 0
         self.copied_context = 0
+        self.samples = 0
+        self.scores: EvalScores | None = None
         self.task_from_file = 0
 
 
@@ -156,10 +159,13 @@ class ChatJsonlImporter:
         ctx = _Context(FieldMapping.from_options(request.options), request, self.atif_only)
         for index, path in enumerate(request.sources):
             session.add_source(path, self.name, request.url(index))
+            ctx.scores = EvalScores(path, session) if path.name == SAMPLES_FILE else None
             for label, record in session.guard(iter_records(path)):
                 with session.record():
                     row, steps = _episode(record, label, path, ctx, session)
                     session.add_episode(row, steps)
+            if ctx.scores is not None:
+                ctx.scores.declare()
         _declare(session, ctx)
 
 
@@ -187,6 +193,10 @@ def _episode(
     probe = StepBuffer("", file=str(path), record=label)
     if not isinstance(record, dict):
         raise probe.error("is not a JSON object")
+    sample = None
+    if not is_atif(record) and (unwrapped := unwrap_sample(record, is_atif)) is not None:
+        record, sample = unwrapped  # a NeMo `nat eval` AtifEvalSample: its trajectory is the record
+        ctx.samples += 1
     atif = is_atif(record)
     if ctx.atif_only and not atif:
         raise probe.error("is not an ATIF trajectory (its schema_version does not start with 'ATIF-v1')")
@@ -195,7 +205,10 @@ def _episode(
     episode_id = str(raw_id) if raw_id not in (_MISSING, None, "") else f"{path.stem}/{label}"
     steps = StepBuffer(episode_id, file=str(path), record=f"{label} ({episode_id})")
     task = _field(record, ctx, "task", "task_id", consumed)
-    if task in (_MISSING, None, "") and atif and "task" not in ctx.mapping.fields:
+    if sample is not None and "task" not in ctx.mapping.fields:
+        item = sample["item_id"]
+        task = item if isinstance(item, str) else json_text(item)
+    elif task in (_MISSING, None, "") and atif and "task" not in ctx.mapping.fields:
         task = path.name.removesuffix(".json").removesuffix(".trajectory")  # ATIF has no task field
         ctx.task_from_file += 1
     if task in (_MISSING, None, ""):
@@ -228,6 +241,12 @@ def _episode(
         if key.startswith(_PREFIXES):
             value = _field(record, ctx, key, None, consumed)
             row[key] = None if value is _MISSING else _scalar(value)
+    if sample is not None:
+        row.update(sample_columns(sample))
+        if "run_id" not in row:
+            row["run_id"] = path.parent.name or "."
+        if ctx.scores is not None:
+            row.update(ctx.scores.columns(sample["item_id"]))
     if atif:
         _atif(record, steps, row, ctx, session, path.parent)
         consumed |= {"schema_version", "steps", "final_metrics", "notes", "extra", "subagent_trajectories",
@@ -297,6 +316,9 @@ def _declare(session: ImportSession, ctx: _Context) -> None:
     for note in ctx.chat.notes():
         session.note(note)
     n = session.episodes_written
+    if ctx.samples:
+        session.note(f"{ctx.samples} records are NeMo Agent Toolkit eval samples (item_id + trajectory): the "
+                     "trajectory is the episode, task_id the item_id, run_id the output directory")
     if ctx.task_from_file:
         session.note(f"{ctx.task_from_file} ATIF trajectories name no task (ATIF has no task field): their task_id "
                      "is the file name without .trajectory.json; name one with --field task=PATH")
