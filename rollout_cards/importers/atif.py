@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
-from .atif_steps import AtifCounts, add_trajectory, declare_copied_context, is_atif
+from .atif_steps import AtifCounts, add_trajectory, declare_counts, is_atif
 from .base import ImportRequest
 from .chat_jsonl import ChatJsonlImporter
 from .json_stream import read_document
@@ -331,8 +331,7 @@ class _Harbor:
         if self.no_trajectory:
             session.declare_missing("steps", "trial directories without agent/trajectory.json",
                                     count=self.no_trajectory)
-        if self.counts.copied_context:
-            declare_copied_context(session, self.counts.copied_context)
+        declare_counts(session, self.counts)
         if self.counts.subagents:
             session.note(f"{self.counts.subagents} sub-agent trajectories are nested in their trial's episode "
                          "(span_begin/span_end, parent_seq, depth)")

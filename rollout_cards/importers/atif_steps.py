@@ -33,7 +33,7 @@ from .json_stream import JsonStream, read_document
 from .openai_chat import content_text
 from .steps import StepBuffer, json_text, parse_timestamp
 
-__all__ = ["AtifCounts", "add_trajectory", "declare_copied_context", "is_atif"]
+__all__ = ["AtifCounts", "add_trajectory", "declare_counts", "is_atif"]
 
 _ROLES = {"system": "system", "user": "user", "agent": "assistant"}
 _STEP_KEYS = ("timestamp", "source", "message", "tool_calls", "observation", "metrics")
@@ -58,6 +58,8 @@ class AtifCounts:
     nested_by_ancestry: int = 0
     #: steps marked is_copied_context in a continuation or sub-agent file, not repeated (see add_trajectory)
     copied_context: int = 0
+    #: sub-agent refs with only a session_id (ATIF <= v1.6): an empty span, the steps declared missing
+    subagents_not_in_source: int = 0
     #: final_metrics of the last file of a continued_trajectory_ref chain (Harbor's are cumulative)
     last_final_metrics: dict[str, Any] | None = None
     step_tokens: list[int | float] = field(default_factory=lambda: [0, 0, 0.0])
@@ -120,6 +122,18 @@ def add_trajectory(
         counts.last_final_metrics = sub["final_metrics"] if isinstance(sub.get("final_metrics"), dict) else {}
         add_trajectory(sub, steps, counts, directory=scope.directory, where=f"{label}: ", depth=depth,
                        parent_seq=parent_seq, agent=agent, chain=(*chain, label))
+
+
+def declare_counts(session: Any, counts: AtifCounts) -> None:
+    """The drops of what `add_trajectory` met and did not map to steps."""
+    if counts.copied_context:
+        declare_copied_context(session, counts.copied_context)
+    if counts.subagents_not_in_source:
+        session.add_drop(target="steps", action="unobserved", declaration="source_missing",
+                         loss_class="missing_trajectory", count=counts.subagents_not_in_source,
+                         reason="sub-agents referenced by session_id only (subagent_trajectory_ref without "
+                         "trajectory_path or trajectory_id, valid up to ATIF v1.6): their trajectories are not in "
+                         "the source; each is an empty span_begin / span_end where it was launched")
 
 
 def declare_copied_context(session: Any, count: int) -> None:
@@ -260,6 +274,16 @@ def _subagent(ref: Any, where: str, source: str | None, t: int | None, steps: St
         sub, label = scope.embedded[tid], f"subagent {tid}"
     elif isinstance(path, str):
         sub, label = _load_file(path, ref.get("session_id"), steps, scope, where)
+    elif tid is None and isinstance(ref.get("session_id"), str):
+        # ATIF v1.6 and earlier: a ref needs only the sub-agent's session_id; its trajectory may not be
+        # in the source at all. The span says a sub-agent ran here; its steps are declared missing.
+        counts.subagents_not_in_source += 1
+        name = ref["session_id"]
+        begin = steps.add("span_begin", name=name, t=t, payload={"ref": ref, "trajectory": "not in the source",
+                                                               **({"source_call_id": source} if source else {})},
+                          **nest)
+        steps.add("span_end", name=name, payload={"launched_by": begin}, **nest)
+        return
     else:
         raise steps.error(f"{where} names no embedded trajectory_id of this trajectory and no trajectory_path")
     if label in scope.chain:

@@ -9,7 +9,7 @@ JSON object of the same keys, plus `status_values` to translate status strings):
 
 | key               | default                         | becomes            |
 |-------------------|---------------------------------|--------------------|
-| `id`              | `id` (chat), `session_id` (ATIF); else `<file stem>/<record>` | `episode_id` |
+| `id`              | `id` (chat), `session_id` else `trajectory_id` (ATIF); else `<file stem>/<record>` | `episode_id` |
 | `task`            | `task_id` (required)            | `task_id`          |
 | `agent`           | `--agent`, else `agent` (chat) / `agent.name` (ATIF), else the file stem | `agent` |
 | `trial`, `run_id`, `seed` | `trial`, `run_id`, `seed` when present | the same columns |
@@ -37,7 +37,7 @@ from ..errors import ImporterError
 from ..regular_files import open_regular
 from ..tables import TerminalStatus
 from ..yamldoc import load_strict_yaml
-from .atif_steps import AtifCounts, add_trajectory, declare_copied_context, is_atif
+from .atif_steps import AtifCounts, add_trajectory, declare_counts, is_atif
 from .base import ImportRequest
 from .json_stream import iter_records
 from .nemo_eval import SAMPLES_FILE, EvalScores, sample_columns, unwrap_sample
@@ -136,7 +136,7 @@ class _Context:
         self.episodes_without_tokens = 0
         self.subagents = 0
         self.continued = 0
-        self.copied_context = 0
+        self.totals = AtifCounts()  # what every record's mapping met, for the drops
         self.samples = 0
         self.scores: EvalScores | None = None
         self.task_from_file = 0
@@ -202,6 +202,8 @@ def _episode(
         raise probe.error("is not an ATIF trajectory (its schema_version does not start with 'ATIF-v1')")
     consumed: set[str] = set()
     raw_id = _field(record, ctx, "id", "session_id" if atif else "id", consumed)
+    if atif and raw_id in (_MISSING, None, "") and "id" not in ctx.mapping.fields:
+        raw_id = _field(record, ctx, "id", "trajectory_id", consumed)  # v1.7: session_id is optional
     episode_id = str(raw_id) if raw_id not in (_MISSING, None, "") else f"{path.stem}/{label}"
     steps = StepBuffer(episode_id, file=str(path), record=f"{label} ({episode_id})")
     task = _field(record, ctx, "task", "task_id", consumed)
@@ -288,7 +290,8 @@ def _atif(record: dict[str, Any], steps: StepBuffer, row: dict[str, Any], ctx: _
     if counts.last_final_metrics is not None:
         final = counts.last_final_metrics  # a continued trajectory's last file counts the whole run (Harbor)
         ctx.continued += 1
-    ctx.copied_context += counts.copied_context
+    ctx.totals.copied_context += counts.copied_context
+    ctx.totals.subagents_not_in_source += counts.subagents_not_in_source
     tin, tout, cost = final.get("total_prompt_tokens"), final.get("total_completion_tokens"), final.get("total_cost_usd")
     totals, seen = counts.step_tokens, counts.step_tokens_seen
     tin = tin if tin is not None else (totals[0] if seen[0] else None)
@@ -328,8 +331,7 @@ def _declare(session: ImportSession, ctx: _Context) -> None:
     if ctx.continued:
         session.note(f"{ctx.continued} ATIF trajectories continue in other files (continued_trajectory_ref): "
                      "their tokens are the last file's final_metrics, which Harbor's terminus-2 keeps cumulative")
-    if ctx.copied_context:
-        declare_copied_context(session, ctx.copied_context)
+    declare_counts(session, ctx.totals)
     if ctx.default_status:
         session.add_drop(
             target="episodes.status", action="unobserved", declaration="source_missing",

@@ -209,3 +209,32 @@ def test_a_linear_history_continuation_is_appended_once_with_its_cumulative_toke
     (drop,) = [d for d in card.manifest.drops if d.loss_class == "copied_context"]
     assert drop.count == 3
     assert_valid(tmp_path / "c")
+
+
+def test_a_v16_ref_by_session_id_only_is_an_empty_declared_span(tmp_path):
+    # ATIF <= v1.6 (harbor models/trajectories/subagent_trajectory_ref.py @22dafa68): session_id is the
+    # ref's only required field; the sub-agent's trajectory need not be in the source
+    doc = _traj([{"step_id": 1, "source": "agent", "message": "", "tool_calls": [
+        {"tool_call_id": "c1", "function_name": "task", "arguments": {"prompt": "look"}}],
+        "observation": {"results": [{"source_call_id": "c1", "content": "found it",
+                                     "subagent_trajectory_ref": [{"session_id": "sub-7"}]}]}}],
+        schema_version="ATIF-v1.6")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    _r, card = run_import("atif", [path], tmp_path / "c")
+    rows = card.steps(columns=["kind", "name", "payload"]).to_pylist()
+    assert [r["kind"] for r in rows] == ["tool_call", "tool_result", "span_begin", "span_end"]
+    assert rows[2]["name"] == "sub-7" and json.loads(rows[2]["payload"])["ref"] == {"session_id": "sub-7"}
+    (drop,) = [d for d in card.manifest.drops if d.loss_class == "missing_trajectory"]
+    assert drop.count == 1 and drop.target == "steps"
+    assert_valid(tmp_path / "c")
+
+
+def test_a_v17_root_without_session_id_is_named_by_its_trajectory_id(tmp_path):
+    doc = {"schema_version": "ATIF-v1.7", "trajectory_id": "traj-root-1", "agent": {"name": "a", "version": "1"},
+           "steps": [{"step_id": 1, "source": "user", "message": "hi"}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    _r, card = run_import("atif", [path], tmp_path / "c")
+    assert card.episodes(columns=["episode_id"]).column("episode_id").to_pylist() == ["traj-root-1"]
+    assert_valid(tmp_path / "c")
