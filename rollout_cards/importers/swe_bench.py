@@ -42,6 +42,7 @@ from .steps import StepBuffer
 from .swe_bench_experiments import experiments_report, is_experiments_results, metadata_agent
 from .swe_bench_tests import TestColumns as _TestColumns
 from .swe_bench_tests import expand_sources as _expand
+from .swe_bench_tests import report_from_instances
 from .swe_bench_trajs import Trajectories
 
 __all__ = ["SweBenchImporter"]
@@ -80,11 +81,22 @@ class SweBenchImporter:
         reported: dict[str, list[dict[str, Any]]] = {}
         tests = _TestColumns(instance_reports)
         plain = 0  # episodes of run reports (not experiments submissions)
+        rebuilt = None
+        if not sources:  # instance reports only: logs/run_evaluation/<run>/<model>/<instance>/report.json
+            rebuilt = report_from_instances(instance_reports, patches)
+            models_dirs = {p.parent.parent for p in instance_reports.values()}
+            sources = [(min(models_dirs), None)]
         for path, url in sources:
-            experiments = is_experiments_results(path)
-            report = experiments_report(path, patches, session) if experiments else _report(path)
-            session.add_source(path, "swe-bench-experiments-results" if experiments else self.name, url)
-            stem = path.parent.parent.name if experiments else path.stem  # <date>_<model> of a submission
+            experiments = rebuilt is None and is_experiments_results(path)
+            if rebuilt is not None:
+                report = rebuilt
+                session.note(f"no run report among the sources: its lists are rebuilt from {len(instance_reports)} "
+                             "instance report.json files (and the predictions) as make_run_report builds them; the "
+                             "harness's own counts are not in the sources, so the rules carry no reported value")
+            else:
+                report = experiments_report(path, patches, session) if experiments else _report(path)
+                session.add_source(path, "swe-bench-experiments-results" if experiments else self.name, url)
+            stem = path.parent.parent.name if experiments else path.name if rebuilt else path.stem
             agent = request.agent or (models[0] if len(models) == 1 and len(sources) == 1 else stem)
             if agent in grid:
                 raise ImporterError(f"two reports map to agent {agent!r}; name them apart or import them separately")
@@ -97,7 +109,7 @@ class SweBenchImporter:
                 trajs.declare(session, agent, len(grid[agent]))
             else:
                 plain += len(grid[agent])
-            for rule_id, value in _reported(report, agent).items():
+            for rule_id, value in ({} if rebuilt else _reported(report, agent)).items():
                 reported.setdefault(rule_id, []).append(value)
         _declare_rules(session, reported)
         tasks = sorted({i for ids in grid.values() for i in ids})
@@ -199,7 +211,7 @@ def _import_report(
     if report.get("_schema_1"):
         session.note(f"{path.name}: a SWE-bench 2.0.x report (no schema_version): no submitted, empty-patch or "
                      "incomplete lists, so the submitted instances are taken as completed + error")
-    known = {*_LISTS, *_COUNTS, "schema_version", "failure_reasons", "total_instances", "_schema_1", "_rows",
+    known = {*_LISTS, *_COUNTS, "schema_version", "failure_reasons", "total_instances", "_schema_1", "_rows", "_rebuilt",
              "infra_failure_instances", "ambiguous_failure_instances"}
     other = {k: v for k, v in report.items() if k not in known}
     if other:  # e.g. 2.0.x unstopped_containers / unremoved_images: kept, not mapped

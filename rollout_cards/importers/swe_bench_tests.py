@@ -31,13 +31,19 @@ from .session import ImportSession
 from .source_dir import children
 from .steps import StepBuffer, json_text
 
-__all__ = ["CATEGORIES", "TestColumns", "expand_sources"]
+__all__ = ["CATEGORIES", "TestColumns", "expand_sources", "report_from_instances"]
 
 #: Harness category -> column stem.
 CATEGORIES = {"FAIL_TO_PASS": "f2p", "PASS_TO_PASS": "p2p", "FAIL_TO_FAIL": "f2f", "PASS_TO_FAIL": "p2f"}
 _MAX_DEPTH = 6
 _MAX_REPORT_CHARS = 256 * 1024 * 1024
 _SELECTOR_IDS = 50
+#: Instance report flags -> columns. `infra_failure` (grading.py @7a21e05, 5.x): the harness's advisory
+#: classification of an unapplied patch's failure as the environment's; `resolved` stays false.
+_FLAGS = (("patch_is_None", "meta.patch_is_none"), ("patch_exists", "meta.patch_exists"),
+          ("patch_successfully_applied", "meta.patch_applied"), ("resolved", "score.report_resolved"),
+          ("infra_failure", "meta.infra_failure"))
+_KNOWN = frozenset({key for key, _ in _FLAGS} | {"tests_status", "none", "infra_failure_reason"})
 
 
 def _is_predictions(name: str) -> bool:
@@ -70,8 +76,9 @@ def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]
                 reports.append((p, url))
             elif _is_predictions(name) and name.endswith((".json", ".jsonl")):
                 predictions.append(p)
-    if not reports:
-        raise SourceFormatError("holds no SWE-bench run report (<model>.<run_id>.json)", file=str(request.sources[0]))
+    if not reports and not instance:
+        raise SourceFormatError("holds no SWE-bench run report (<model>.<run_id>.json) and no instance "
+                                "report.json", file=str(request.sources[0]))
     if instance and len(reports) > 1:
         raise ImporterError("per-instance report.json files were given with several run reports; they are keyed by "
                             "instance only, so import each run with its own logs")
@@ -95,6 +102,44 @@ def _add_instance(found: dict[str, Path], path: Path) -> None:
     found[iid] = path
 
 
+def report_from_instances(reports: dict[str, Path], patches: dict[str, tuple[str | None, str]]) -> dict[str, Any]:
+    """A run report rebuilt from the instance reports alone (no `<model>.<run_id>.json` among the
+    sources), with make_run_report's lists (reporting.py @7a21e05): of the submitted instances (the
+    predictions', else those with a report), an empty patch is empty_patch; one with a report.json is
+    completed, resolved or unresolved as it says; one without is error. Marked `_rebuilt`: the
+    harness's own numbers are not in the sources, so nothing is reported from it."""
+    submitted = sorted(patches) if patches else sorted(reports)
+    lists: dict[str, list[str]] = {n: [] for n in ("submitted_ids", "completed_ids", "resolved_ids",
+                                                    "unresolved_ids", "empty_patch_ids", "error_ids")}
+    for iid in submitted:
+        lists["submitted_ids"].append(iid)
+        if patches and not patches[iid][1]:
+            lists["empty_patch_ids"].append(iid)
+            continue
+        path = reports.get(iid)
+        if path is None:
+            lists["error_ids"].append(iid)
+            continue
+        lists["completed_ids"].append(iid)
+        doc = _read_report(path, iid)
+        resolved = doc[iid].get("resolved")
+        if type(resolved) is not bool:
+            raise SourceFormatError(f"resolved is {resolved!r}, not true or false", file=str(path), record=iid)
+        lists["resolved_ids" if resolved else "unresolved_ids"].append(iid)
+    return {"schema_version": 2, **lists, "_rebuilt": True}
+
+
+def _read_report(path: Path, iid: str) -> dict[str, Any]:
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path), max_value_chars=_MAX_REPORT_CHARS)
+        stream.record = iid
+        doc = stream.read_value()
+        stream.end()
+    if not isinstance(doc, dict) or not isinstance(doc.get(iid), dict):
+        raise SourceFormatError(f"is not a SWE-bench instance report keyed by {iid}", file=str(path), record=iid)
+    return doc
+
+
 class TestColumns:
     """Adds the instance reports' test results to the episodes (see the module table)."""
 
@@ -104,6 +149,7 @@ class TestColumns:
         self.missing: list[tuple[str, str]] = []  # (agent, instance) evaluated but without a report
         self.disagree: list[str] = []
         self.read = 0
+        self.none_key = 0
 
     def add(self, session: ImportSession, row: dict[str, Any], steps: StepBuffer, resolved_in_run: bool) -> None:
         if not self.reports:
@@ -116,21 +162,26 @@ class TestColumns:
             return
         session.add_source(path, "swe-bench-instance-report")
         self.used.add(iid)
-        with open(path, "rb") as fh:
-            stream = JsonStream(fh, str(path), max_value_chars=_MAX_REPORT_CHARS)
-            stream.record = iid
-            doc = stream.read_value()
-            stream.end()
+        report = _read_report(path, iid)[iid]
         where = StepBuffer(steps.episode_id, file=str(path), record=iid)
-        if not isinstance(doc, dict) or not isinstance(doc.get(iid), dict):
-            raise where.error(f"is not a SWE-bench instance report keyed by {iid}")
-        report = doc[iid]
-        for key, column in (("patch_is_None", "meta.patch_is_none"), ("patch_exists", "meta.patch_exists"),
-                            ("patch_successfully_applied", "meta.patch_applied"), ("resolved", "score.report_resolved")):
+        for key, column in _FLAGS:
             value = report.get(key)
             if value is not None and type(value) is not bool:
                 raise where.error(f"{key} is {value!r}, not true or false")
-            row[column] = value
+            if value is not None or key != "infra_failure":  # a 5.x column only where the report has it
+                row[column] = value
+        if report.get("none") is True:
+            # grading.py @v2.0.0-v2.1.x set "none" (not patch_is_None) for a prediction without a patch
+            row["meta.patch_is_none"] = True
+            self.none_key += 1
+        reason = report.get("infra_failure_reason")
+        if reason is not None and not isinstance(reason, str):
+            raise where.error(f"infra_failure_reason is {reason!r}, not text")
+        if reason is not None:
+            row["meta.infra_failure_reason"] = reason
+        other = {k: v for k, v in report.items() if k not in _KNOWN}
+        if other:  # fields of other harness versions or tools writing this shape: kept as written
+            row["meta.instance_report_other"] = json_text(other)
         status = report.get("tests_status")
         if status is not None:
             if not isinstance(status, dict):
@@ -159,6 +210,9 @@ class TestColumns:
         if unused:
             session.note(f"{len(unused)} report.json file(s) are for instances the run report does not name: "
                          + ", ".join(unused[:5]))
+        if self.none_key:
+            session.note(f"{self.none_key} instance report(s) mark a missing patch with 'none' (SWE-bench 2.0-2.1 "
+                         "grading.py) rather than patch_is_None: meta.patch_is_none is true for them")
         if self.disagree:
             session.note(f"{len(self.disagree)} instance report(s) disagree with the run report on resolved "
                          f"({', '.join(self.disagree[:5])}); score.resolved follows the run report, "
