@@ -39,7 +39,13 @@ from .json_stream import JsonStream, iter_records
 from .rule_files import rule_document
 from .session import ImportSession
 from .steps import StepBuffer
-from .swe_bench_experiments import experiments_report, is_experiments_results, metadata_agent
+from .swe_bench_experiments import (
+    details_report,
+    experiments_report,
+    is_experiments_details,
+    is_experiments_results,
+    metadata_agent,
+)
 from .swe_bench_tests import TestColumns as _TestColumns
 from .swe_bench_tests import expand_sources as _expand
 from .swe_bench_tests import report_from_instances
@@ -87,20 +93,23 @@ class SweBenchImporter:
             models_dirs = {p.parent.parent for p in instance_reports.values()}
             sources = [(min(models_dirs), None)]
         for path, url in sources:
-            experiments = rebuilt is None and is_experiments_results(path)
+            details = rebuilt is None and is_experiments_details(path)
+            experiments = rebuilt is None and (details or is_experiments_results(path))
             if rebuilt is not None:
                 report = rebuilt
                 session.note(f"no run report among the sources: its lists are rebuilt from {len(instance_reports)} "
                              "instance report.json files (and the predictions) as make_run_report builds them; the "
                              "harness's own counts are not in the sources, so the rules carry no reported value")
             else:
-                report = experiments_report(path, patches, session) if experiments else _report(path)
-                session.add_source(path, "swe-bench-experiments-results" if experiments else self.name, url)
-            stem = path.parent.parent.name if experiments else path.name if rebuilt else path.stem
+                report = (details_report(path, session) if details else experiments_report(path, patches, session)
+                          if experiments else _report(path))
+                session.add_source(path, "swe-bench-experiments-details" if details else
+                                   "swe-bench-experiments-results" if experiments else self.name, url)
+            submission = path.parent if details else path.parent.parent
+            stem = submission.name if experiments else path.name if rebuilt else path.stem  # <date>_<model>
             agent = request.agent or (models[0] if len(models) == 1 and len(sources) == 1 else stem)
             if agent in grid:
                 raise ImporterError(f"two reports map to agent {agent!r}; name them apart or import them separately")
-            submission = path.parent.parent
             trajs = Trajectories(submission, session) if experiments else None
             session.add_agent(metadata_agent(submission, agent, session) if experiments else {"name": agent})
             grid[agent] = _import_report(session, report, path, agent, patches, tests, report.pop("_rows", None),

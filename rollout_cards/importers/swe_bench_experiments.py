@@ -3,7 +3,8 @@
 A submission is `evaluation/<split>/<date>_<model>/` holding `all_preds.jsonl` (the
 predictions), `metadata.yaml`, `README.md`, `results/results.json`, `logs/<instance>/`
 (`report.json`, `patch.diff`, `test_output.txt`, ...) and `trajs/` (the agent's
-trajectories: swe_bench_trajs). `results/results.json` maps a category to the instance ids
+trajectories: swe_bench_trajs). The mini-SWE-agent family's submissions (verified/, bash-only/,
+multilingual/) have `per_instance_details.json` instead of results.json (`details_report`). `results/results.json` maps a category to the instance ids
 in it; this reads it into the harness report shape `swe_bench` imports, keeping each category:
 
 | results.json list | harness list (status) | why |
@@ -34,7 +35,8 @@ from .session import ImportSession
 from .source_dir import read_yaml
 from .steps import json_text
 
-__all__ = ["experiments_report", "is_experiments_results", "metadata_agent"]
+__all__ = ["DETAILS", "details_report", "experiments_report", "is_experiments_details", "is_experiments_results",
+           "metadata_agent"]
 
 _TO_HARNESS = {"resolved": "resolved_ids", "no_generation": "empty_patch_ids", "no_apply": "error_ids",
                "install_fail": "error_ids", "reset_failed": "error_ids", "test_errored": "error_ids",
@@ -98,6 +100,55 @@ def experiments_report(path: Path, patches: dict[str, Any], session: ImportSessi
     return report
 
 
+DETAILS = "per_instance_details.json"
+
+
+def is_experiments_details(path: Path) -> bool:
+    """Whether `path` is a submission's `per_instance_details.json` (the mini-SWE-agent family's
+    submissions, in place of results/results.json: `{<instance>: {resolved, cost, api_calls}}`)."""
+    return path.name == DETAILS
+
+
+def details_report(path: Path, session: ImportSession) -> dict[str, Any]:
+    """A harness-shaped report of a `per_instance_details.json`: every key submitted, `resolved`
+    true -> resolved_ids, false -> unresolved_ids; `_rows`: `cost` -> cost_usd, `api_calls` ->
+    meta.api_calls, other fields meta.details_other."""
+    with open(path, "rb") as fh:
+        stream = JsonStream(fh, str(path), max_value_chars=_MAX_CHARS)
+        doc = stream.read_value()
+        stream.end()
+    if not isinstance(doc, dict) or not doc:
+        raise SourceFormatError("is not a per_instance_details.json (an object of instance id -> details)",
+                                file=str(path))
+    resolved, unresolved, rows = [], [], {}
+    for iid, item in doc.items():
+        if not iid or not isinstance(item, dict):
+            raise SourceFormatError("is not an object of details", file=str(path), record=iid[:200] or "''")
+        flag = item.get("resolved")
+        if type(flag) is not bool:
+            raise SourceFormatError(f"resolved is {flag!r}, not true or false", file=str(path), record=iid)
+        (resolved if flag else unresolved).append(iid)
+        row: dict[str, Any] = {}
+        cost = item.get("cost")
+        if cost is not None:
+            if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
+                raise SourceFormatError(f"cost is {cost!r}, not a non-negative number", file=str(path), record=iid)
+            row["cost_usd"] = float(cost)
+        calls = item.get("api_calls")
+        if calls is not None:
+            if type(calls) is not int or not 0 <= calls < 1 << 63:
+                raise SourceFormatError(f"api_calls is {calls!r}, not a count", file=str(path), record=iid)
+            row["meta.api_calls"] = calls
+        other = {k: v for k, v in item.items() if k not in ("resolved", "cost", "api_calls")}
+        if other:
+            row["meta.details_other"] = json_text(_jsonable(other))
+        rows[iid] = row
+    session.note(f"{path}: per-instance details of a submission; swe_bench.resolved_rate is resolved over its "
+                 f"{len(doc)} instance(s)")
+    return {"schema_version": 2, "submitted_ids": sorted(doc), "resolved_ids": resolved,
+            "unresolved_ids": unresolved, "_rows": rows}
+
+
 def metadata_agent(submission: Path, agent: str, session: ImportSession) -> dict[str, Any]:
     """The provenance agent of a submission from its `metadata.yaml`, in either form the
     experiments repository has used: flat (`name`, `oss`, `site`, `verified`) or `info`
@@ -105,6 +156,8 @@ def metadata_agent(submission: Path, agent: str, session: ImportSession) -> dict
     `os_system`, `checked`, `system.attempts`). `model` = the tags' model(s); the rest are
     `parameters` (`leaderboard_name`, ...); the whole file is in card meta `swe_bench_experiments`."""
     path = submission / "metadata.yaml"
+    if not path.exists() and not path.is_symlink():
+        path = submission / "metadata.yml"  # the spelling some submissions use
     if path.is_symlink() or not path.is_file():
         return {"name": agent}
     doc, lines = read_yaml(path, max_bytes=_MAX_YAML_BYTES)

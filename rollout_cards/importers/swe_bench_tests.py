@@ -72,10 +72,16 @@ def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]
                 _walk(p, instance, 1)
             elif name == "report.json":
                 _add_instance(instance, p)
+            elif name == "per_instance_details.json":
+                reports.insert(0, (p, url))  # a submission's outcomes (experiments repository)
             elif name.endswith(".json") and not _is_predictions(name):
                 reports.append((p, url))
             elif _is_predictions(name) and name.endswith((".json", ".jsonl")):
                 predictions.append(p)
+    details = {p.parent for p, _ in reports if p.name == "per_instance_details.json"}
+    # a submission with both: per_instance_details.json lists every instance explicitly; results.json
+    # leaves the unresolved ones implicit, so the details are the outcomes read
+    reports = [(p, u) for p, u in reports if not (p.name == "results.json" and p.parent.parent in details)]
     if not reports and not instance:
         raise SourceFormatError("holds no SWE-bench run report (<model>.<run_id>.json) and no instance "
                                 "report.json", file=str(request.sources[0]))
