@@ -306,6 +306,8 @@ def _episode(exp: _Experiment, agent_override: str | None) -> tuple[dict[str, An
     row: dict[str, Any] = {"episode_id": exp.name, "task_id": str(task), "agent": str(agent), "status": status}
     seed = (exp.row or {}).get("env.task_seed")
     seed = _number(steps, seed, "env.task_seed", integer=True) if seed is not None else (parsed[2] if parsed else None)
+    if seed is not None and not -(1 << 63) <= seed < (1 << 63):  # a name's digits can be any number
+        raise steps.error(f"the seed {str(seed)[:30]} of experiment {exp.name[:80]!r} does not fit in 64 bits")
     if seed is not None:
         row["seed"] = seed
     if message is not None:

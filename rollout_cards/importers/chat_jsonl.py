@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from ..errors import ImporterError
+from ..numbers import parse_decimal
 from ..regular_files import open_regular
 from ..tables import TerminalStatus
 from ..yamldoc import load_strict_yaml
@@ -114,8 +115,8 @@ def lookup(record: Any, path: str) -> Any:
     for part in path.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
+        elif isinstance(value, list) and (i := parse_decimal(part)) is not None and i < len(value):
+            value = value[i]  # ASCII digits: '²'.isdigit() is true, int('²') raises
         else:
             return _MISSING
     return value

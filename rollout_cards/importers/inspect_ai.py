@@ -577,7 +577,8 @@ def _reduce(reducer: str, column: str, epochs: int) -> tuple[dict[str, Any] | No
         return None, ref  # one epoch: every reducer returns the value itself
     if reducer in _REDUCERS:
         return {"by": ["task_id"], "with": _REDUCERS[reducer]}, ref
-    m = re.match(r"^(pass_at|pass_k)_(\d+)$", reducer)
+    # ASCII digits, bounded: int() reads '٣' and raises past 4,300 digits; a k of 0 is no reducer
+    m = re.match(r"^(pass_at|pass_k)_([1-9][0-9]{0,8})$", reducer)
     if m:
         how = "pass_at_k" if m.group(1) == "pass_at" else "pass_hat_k"
         return {"by": ["task_id"], "with": how, "k": int(m.group(2)), "short": "exclude"}, f"{ref} >= 1"

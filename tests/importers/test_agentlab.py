@@ -187,3 +187,12 @@ def test_nan_stats_and_an_experiment_without_summary_info(tmp_path):
     assert drop.count == 1 and killed.name in drop.reason
     with pytest.raises(SourceFormatError, match="have not finished"):
         run_import("agentlab", [killed], tmp_path / "c2")
+
+
+def test_a_seed_in_the_name_beyond_64_bits_is_located(tmp_path):
+    """The name's seed went into the int64 seed column: OverflowError (an internal error)."""
+    d = _experiment(tmp_path, "2025-01-01_00-00-00_A_on_t_" + "9" * 30, _summary())
+    with pytest.raises(SourceFormatError) as info:
+        run_import("agentlab", [d], tmp_path / "c")
+    assert "does not fit in 64 bits" in str(info.value) and d.name[:40] in str(info.value)
+    assert not (tmp_path / "c").exists()

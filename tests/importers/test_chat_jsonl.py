@@ -110,3 +110,12 @@ def test_an_atif_result_for_an_unknown_call_is_kept_and_the_call_declared_missin
     assert kept["content"] == result_text
     (drop,) = [d for d in result.drops if "answer a tool call the source does not hold" in d.reason]
     assert (drop.target, drop.action, drop.count) == ("steps", "unobserved", 1)
+
+
+@pytest.mark.parametrize("part", ["²", "9" * 5000])
+def test_a_mapping_path_index_that_is_not_ascii_digits_finds_nothing(part):
+    """'²'.isdigit() is true and int('²') raised ValueError (as int() of 5,000 digits does)."""
+    from rollout_cards.importers.chat_jsonl import _MISSING, lookup
+
+    assert lookup({"a": [1, 2]}, f"a.{part}") is _MISSING
+    assert lookup({"a": [1, 2]}, "a.1") == 2

@@ -239,3 +239,13 @@ def test_a_sample_name_with_a_huge_or_odd_number_is_never_an_internal_error(tmp_
     result = _import(tmp_path, path)
     assert result.exit_code in (0, 1), result.output
     assert "internal error" not in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("reducer", ["pass_at_" + "9" * 5000, "pass_k_٣", "pass_at_0", "pass_at_1000000000"])
+def test_a_pass_at_reducer_without_a_usable_k_reproduces_no_rule(reducer):
+    """int() of a reducer's 5,000-digit k raised ValueError (an internal error of the import);
+    '٣' read as 3 and k=0 made a rule no engine accepts: none of them is a pass@k reducer."""
+    from rollout_cards.importers.inspect_ai import _reduce
+
+    assert _reduce(reducer, "score.match", 3) == (False, "score.match")
+    assert _reduce("pass_at_2", "score.match", 3)[0]["k"] == 2
