@@ -11,13 +11,23 @@ stderr alike, whatever format the step meant to print.
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Iterable, Sequence
 
-__all__ = ["escape_controls", "inert_commands", "markdown_cell", "one_line"]
+__all__ = ["escape_controls", "inert_commands", "markdown_cell", "one_line", "text_table", "width"]
 
-# C0/C1 controls, line and paragraph separators, bidi overrides and isolates; tab and
-# newline are layout in a multi-line text, data in a one-line cell.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_CONTROLS_AND_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls, line and paragraph separators, every format character (Unicode category
+# Cf: bidi overrides and isolates, zero-width spaces and joiners, the soft hyphen, tag
+# characters — invisible, so "gpt-4o" and "gpt-4o\u200b" would look like one group) and lone
+# surrogates (which stdout cannot encode); tab and newline are layout in a multi-line text,
+# data in a one-line cell. Cf as of Unicode 15 (tests/test_display.py checks it against
+# the running Python's unicodedata).
+_INVISIBLE = (
+    r"\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+    r"\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+_CONTROLS = re.compile(rf"[\x00-\x08\x0b-\x1f{_INVISIBLE}]")
+_CONTROLS_AND_BREAKS = re.compile(rf"[\x00-\x1f{_INVISIBLE}]")
 # The runner trims leading white space before looking for "::"; "##[" it finds anywhere.
 _COMMAND = re.compile(r"^([^\S\n]*):(?=:)|##\[", re.MULTILINE)
 # What could end a table cell (a pipe; a backslash before one), open a code span, an HTML tag
@@ -53,3 +63,27 @@ def markdown_cell(text: object) -> str:
     (a backslash escape would not do: GFM reads "\\\\|" as an escaped backslash, then a pipe)."""
     flat = " ".join(one_line(" ".join(str(text).split())).split())
     return inert_commands(_MARKDOWN_RE.sub(lambda m: _MARKDOWN[m.group()], flat))
+
+
+def width(text: str) -> int:
+    """How many terminal columns `text` (one line, controls escaped) takes: combining marks take
+    none, East Asian wide and full-width characters two (len() would shift every later column)."""
+    if text.isascii():
+        return len(text)
+    from unicodedata import combining, east_asian_width
+
+    return sum(0 if combining(c) else 2 if east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def text_table(header: Sequence[object], rows: Iterable[Sequence[object]], *, right: Container[int] = ()) -> list[str]:
+    """The lines of an aligned text table: the header, a rule of dashes, one line per row. Every
+    cell goes through `one_line` (a newline in a name would add a row, a tab or an escape shift
+    the columns) and is padded by its display `width`; columns in `right` are right-aligned."""
+    cells = [[one_line(c) for c in header], *([one_line(c) for c in row] for row in rows)]
+    widths = [max(width(c) for c in column) for column in zip(*cells, strict=True)]
+
+    def line(row: list[str]) -> str:
+        pad = [" " * (w - width(c)) for c, w in zip(row, widths, strict=True)]
+        return "  ".join(p + c if i in right else c + p for i, (c, p) in enumerate(zip(row, pad, strict=True))).rstrip()
+
+    return [line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])]

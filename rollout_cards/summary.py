@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .display import one_line, text_table
 from .io.reader import Card
 from .tables import TerminalStatus
 
@@ -57,42 +58,40 @@ def summarize(card: Card) -> dict[str, Any]:
     }
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))  # noqa: E731
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
 def render_text(s: dict[str, Any]) -> str:
-    """The summary as aligned text for a terminal."""
+    """The summary as aligned text for a terminal; every value from the card on one line
+    (display.one_line: a newline in a title or name would make a line of its own)."""
+    f = one_line
     scope = s["scope"]
+    generator = s["provenance"]["generator"]
     lines = [
-        f"{s['title']}  ({s['card']} v{s['version']}, {s['format']})",
-        f"  path:      {s['path']}",
-        f"  created:   {s['created']}",
-        f"  license:   {scope.get('license') or 'NOT DECLARED'}   access: {scope.get('access')}",
-        f"  generator: {s['provenance']['generator'].get('name')} {s['provenance']['generator'].get('version', '')}",
+        f"{f(s['title'])}  ({f(s['card'])} v{f(s['version'])}, {f(s['format'])})",
+        f"  path:      {f(s['path'])}",
+        f"  created:   {f(s['created'])}",
+        f"  license:   {f(scope.get('license') or 'NOT DECLARED')}   access: {f(scope.get('access'))}",
+        f"  generator: {f(generator.get('name'))} {f(generator.get('version', ''))}",
     ]
     planned = s["planned_episodes"]
     plan_note = f" of {planned} planned" if planned is not None else " (no plan declared)"
     lines.append(f"  episodes:  {s['episodes']}{plan_note}; steps: {s['steps']}")
-    lines.append(f"  files:     {s['files']} ({s['bytes']} bytes), root digest {s['root_digest'][:16]}…")
+    lines.append(f"  files:     {s['files']} ({s['bytes']} bytes), root digest {f(s['root_digest'][:16])}…")
     lines.append("")
     lines.append("Episodes by agent and terminal state (counts):")
     rows = []
     for agent, counts in s["status_by_agent"].items():
         rows.append([agent, *(str(counts[st]) for st in _STATUSES), str(sum(counts.values()))])
-    lines += ["  " + r for r in _table(["agent", *_STATUSES, "total"], rows)]
+    header = ["agent", *_STATUSES, "total"]
+    lines += ["  " + r for r in text_table(header, rows, right=range(1, len(header)))]
     lines.append("")
     lines.append(f"Rules ({len(s['rules'])}):")
-    lines += [f"  {r['id']}  [{r.get('kind', '?')}]  {r['path']}" for r in s["rules"]] or ["  (none)"]
+    lines += [f"  {f(r['id'])}  [{f(r.get('kind', '?'))}]  {f(r['path'])}" for r in s["rules"]] or ["  (none)"]
     lines.append("")
     lines.append(f"Drops manifest ({len(s['drops'])} entries):")
     for d in s["drops"]:
         count = d.get("count")
         lines.append(
-            f"  {d['target']}: {d['action']} ({d['declaration']}, {d['loss_class']}), "
-            f"count {count if count is not None else 'unknown'}: {d['reason']}"
+            f"  {f(d['target'])}: {f(d['action'])} ({f(d['declaration'])}, {f(d['loss_class'])}), "
+            f"count {count if count is not None else 'unknown'}: {f(d['reason'])}"
         )
     if not s["drops"]:
         lines.append("  (none declared)")

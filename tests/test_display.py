@@ -38,3 +38,28 @@ def test_inert_commands() -> None:
     out = inert_commands(text)
     assert not re.search(r"(?m)^\s*::", out) and "##[" not in out
     assert out == "ok\n  \\x3a:error::x\n\\x3a:\nabc::d ##\\x5bset-output name=a;]b"
+
+
+def test_every_format_character_and_lone_surrogate_is_escaped() -> None:
+    """Unicode category Cf (zero-width spaces and joiners, bidi controls, the soft hyphen, tag
+    characters) is invisible: 'gpt-4o' and 'gpt-4o\\u200b' would show as one group. Checked
+    against the running Python's unicodedata, not the module's own list."""
+    import sys
+    import unicodedata
+
+    from rollout_cards.display import escape_controls
+
+    cf = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Cf", "Cc", "Cs", "Zl", "Zp")]
+    text = "".join(cf)
+    assert one_line(text).isascii() and one_line(text).isprintable()
+    kept = escape_controls(text)
+    assert set(kept) - set("\\xu0123456789abcdefrU") == {"\t", "\n"}
+    one_line(text).encode("utf-8")  # a lone surrogate would not encode
+
+
+def test_text_table_keeps_one_line_per_row_and_aligns_by_terminal_width() -> None:
+    from rollout_cards.display import text_table, width
+
+    assert width("漢字") == 4 and width("e\u0301") == 1 and width("ab") == 2
+    lines = text_table(["name", "n"], [["a\nb", 1], ["漢字", 22], ["e\u0301\u0301", 3]], right={1})
+    assert lines == ["name   n", "----  --", "a\\nb   1", "漢字  22", "e\u0301\u0301      3"]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..display import one_line, text_table
 from . import app, finite, printable, run
 
 if TYPE_CHECKING:
@@ -19,13 +20,14 @@ class PowerFormat(StrEnum):
 
 
 def _pairs(mapping: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in mapping.items()) or "(all)"
+    """A group as one line: its names come from the card (display.one_line)."""
+    return one_line(", ".join(f"{k}={v}" for k, v in mapping.items())) or "(all)"
 
 
 def _table(report: "PowerReport") -> str:
     from ..rules.results import format_value
 
-    lines = [f"== power of {report.rule} on {report.card}"]
+    lines = [f"== power of {one_line(report.rule)} on {one_line(report.card)}"]
     header = ["group", "baseline", "design", "se", "mde", "delta", "n units", "n units needed"]
     rows = [
         [
@@ -43,18 +45,15 @@ def _table(report: "PowerReport") -> str:
     if report.results:
         r0 = report.results[0]
         lines.append(f"alpha {r0.alpha}, power {r0.power}; {r0.method}")
-    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    lines += [f"{_pairs(r.group)}: {r.note}" for r in report.results if r.note]
+    lines += text_table(header, rows)
+    lines += [f"{_pairs(r.group)}: {one_line(r.note)}" for r in report.results if r.note]
     lines += ["", "== variance within and between units (SE with K attempts per unit)"]
     for v in report.variance:
         ks = ", ".join(f"K={k}: {format_value(se)}" for k, se in v["se_by_k"].items()) or (
             "one observation per unit: the split needs K >= 2"
         )
         lines.append(
-            f"{_pairs(v['group'])}: {v['n_units']} {v['unit']}, mean K {v['k_mean']:.2f}, "
+            f"{_pairs(v['group'])}: {v['n_units']} {one_line(v['unit'])}, mean K {v['k_mean']:.2f}, "
             f"within {format_value(v['within'])}, between {format_value(v['between'])}, "
             f"SE now {format_value(v['se'])}; {ks}"
         )

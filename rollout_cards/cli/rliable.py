@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..display import one_line
 from . import app, finite, printable, run
 
 if TYPE_CHECKING:
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def _pairs(mapping: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in mapping.items()) or "(all)"
+    """A group as one line: its names come from the card (display.one_line)."""
+    return one_line(", ".join(f"{k}={v}" for k, v in mapping.items())) or "(all)"
 
 
 def _text(report: "RunsTasksReport") -> str:
@@ -22,19 +24,19 @@ def _text(report: "RunsTasksReport") -> str:
 
     d = report.details
     lines = [
-        f"== {report.rule} on {report.card}: {report.runs} x {report.tasks} matrices, "
+        f"== {one_line(report.rule)} on {one_line(report.card)}: {report.runs} x {report.tasks} matrices, "
         f"{d['level']:.0%} stratified bootstrap ({d['resampled']}; {d['resamples']} resamples, seed {d['seed']})"
     ]
     for g in report.groups:
         lines.append(f"{_pairs(g['group'])} ({g['runs']} runs x {g['tasks']} tasks)")
         for name, s in g["statistics"].items():
-            lines.append(f"  {name}: {format_value(s['value'])} [{format_value(s['low'])}, {format_value(s['high'])}]")
+            lines.append(f"  {one_line(name)}: {format_value(s['value'])} [{format_value(s['low'])}, {format_value(s['high'])}]")
         for p in g["profile"]:
             lines.append(f"  fraction of scores > {p['tau']:g}: {format_value(p['fraction_above'])} "
                          f"[{format_value(p['low'])}, {format_value(p['high'])}]")
     for p in report.improvement:
         if p["probability"] is None:
-            lines.append(f"P({_pairs(p['group'])} > {_pairs(p['over'])}): {p['reason']}")
+            lines.append(f"P({_pairs(p['group'])} > {_pairs(p['over'])}): {one_line(p['reason'])}")
             continue
         lines.append(f"P({_pairs(p['group'])} > {_pairs(p['over'])}) = {format_value(p['probability'])} "
                      f"[{format_value(p['low'])}, {format_value(p['high'])}]")

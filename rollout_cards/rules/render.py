@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..display import markdown_cell
+from ..display import markdown_cell, one_line, text_table
 from .results import GroupResult, RescoreReport, format_value
 
 __all__ = ["FORMATS", "render"]
@@ -220,13 +220,7 @@ def _warnings(report: RescoreReport) -> list[str]:
 
 
 def _text_table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    return "\n".join(lines)
+    return "\n".join(text_table(header, rows))
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -239,13 +233,16 @@ def _document(
     report: RescoreReport,
     table: Callable[[list[str], list[list[str]]], str],
     heading: Callable[[str], str],
+    field: Callable[[object], str],
 ) -> str:
+    """The report as lines; `field` shows a value from the card (a name, a path, a warning that
+    quotes them) on one line of the format (one_line for text, markdown_cell for Markdown)."""
     seed = "" if report.seed is None else f", seed {report.seed}"
     rules = ", ".join(
-        f"{run.rule} v{run.version} ({run.kind}, {report.sources.get(run.rule, 'card')})"
+        f"{field(run.rule)} v{field(run.version)} ({run.kind}, {field(report.sources.get(run.rule, 'card'))})"
         for run in report.runs
     )
-    parts = [heading(f"rescore of {report.card} ({report.card_path}{seed})"), f"rules: {rules}", ""]
+    parts = [heading(f"rescore of {field(report.card)} ({field(report.card_path)}{seed})"), f"rules: {rules}", ""]
     if not report.runs:
         parts += ["no rules: the card declares none; pass an alternative with --rule FILE", ""]
         return "\n".join(parts)
@@ -283,7 +280,7 @@ def _document(
             heading(f"ranks ({level:.0%} bootstrap rank intervals over the unit; tied sets from pairwise intervals)"),
             table(_RANKING_HEADER, rankings),
             # Why an interval is '-' (strata, too many groups, a statistic without one), per rule.
-            *(f"{r.rule}: rank intervals {r.details['rank_interval']}" for r in report.rankings
+            *(field(f"{r.rule}: rank intervals {r.details['rank_interval']}") for r in report.rankings
               if str(r.details.get("rank_interval", "")).startswith("not computed")),
             "",
         ]
@@ -292,10 +289,10 @@ def _document(
         verdict = (f"{len(mismatched)} of {len(report.reported)} published numbers do NOT match their "
                    "recomputation (rcard validate reports reported-mismatch)" if mismatched
                    else f"all {len(report.reported)} published numbers match their recomputation")
-        parts += [heading("reported numbers"), verdict, *(f"- {c.message}" for c in mismatched), ""]
+        parts += [heading("reported numbers"), verdict, *(f"- {field(c.message)}" for c in mismatched), ""]
     warnings = _warnings(report)
     if warnings:
-        parts += [heading("warnings"), *(f"- {w}" for w in warnings), ""]
+        parts += [heading("warnings"), *(f"- {field(w)}" for w in warnings), ""]
     return "\n".join(parts)
 
 
@@ -395,8 +392,8 @@ def _json(report: RescoreReport) -> str:
 
 
 FORMATS: dict[str, Callable[[RescoreReport], str]] = {
-    "table": lambda r: _document(r, _text_table, lambda t: f"== {t}"),
-    "markdown": lambda r: _document(r, _md_table, lambda t: f"## {t}\n"),
+    "table": lambda r: _document(r, _text_table, lambda t: f"== {t}", one_line),
+    "markdown": lambda r: _document(r, _md_table, lambda t: f"## {t}\n", markdown_cell),
     "csv": _csv,
     "json": _json,
 }

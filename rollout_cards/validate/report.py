@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..display import one_line
 from ..model.schemas import register_document
 
 __all__ = [
@@ -394,20 +395,22 @@ def render_text(report: Report) -> str:
     c = report.counts
     verdict = {"valid": "VALID", "invalid": "INVALID", "internal-error": "VALIDATION FAILED (internal error)"}
     lines = [
-        f"{report.card}: {verdict[report.outcome]} — {_plural(c[Severity.ERROR], 'error')}, "
+        f"{one_line(report.card)}: {verdict[report.outcome]} — {_plural(c[Severity.ERROR], 'error')}, "
         f"{_plural(c[Severity.WARNING], 'warning')}, {c[Severity.INFO]} info"
         + (" (strict: warnings count as errors)" if report.strict else "")
     ]
     width = max((len(f.code) for f in report.findings), default=0)
     for f in report.findings:
-        lines.append(f"  {f.severity.value:<7} {f.code:<{width}}  {f.location}: {f.message}")
+        # One line per finding: a location or message quotes the card's names and paths, and a
+        # newline in one would print a line that reads as another finding.
+        lines.append(f"  {f.severity.value:<7} {f.code:<{width}}  {one_line(f.location)}: {one_line(f.message)}")
     for code, n in report.omitted.items():
         lines.append(f"  ... {n} more {code} finding(s) not listed (cap {report.max_findings or HARD_CAP} per code)")
     for code, n in report.ignored.items():
         lines.append(f"  [ignored] {n} {code} finding(s) left out of the verdict (--ignore {code})")
     for check in report.checks:
         if check.status in ("skipped", "crashed") or check.note:
-            lines.append(f"  [{check.status}] {check.name}" + (f": {check.note}" if check.note else ""))
+            lines.append(f"  [{check.status}] {check.name}" + (f": {one_line(check.note)}" if check.note else ""))
     if report.outcome == "internal-error":
         lines.append(
             "  The validator failed internally: this is a bug in rollout-cards, not a verdict on the card; "
