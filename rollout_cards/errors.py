@@ -213,11 +213,26 @@ class UnsafeArchiveError(RolloutCardError):
     """A packed card breaks a safety rule (path, link, size, ratio or integrity);
     `member` names the member and `rule` the kebab-case rule it broke."""
 
-    def __init__(self, message: str, *, member: str | None = None, rule: str | None = None):
+    def __init__(self, message: str, *, member: str | None = None, rule: str | None = None,
+                 archive: str | None = None):
         self.member = member
         self.rule = rule
+        self.reason = message
+        self.archive = archive
         text = f"{member}: {message}" if member else message
+        if archive and archive != member:
+            text = f"{archive}: {text}"
         super().__init__(f"{text} [{rule}]" if rule else text)
+
+    def within(self, archive: str) -> UnsafeArchiveError:
+        """The same error naming the archive it was found in (a member's name alone, such as
+        '../x', does not say which file to fix)."""
+        if self.archive is not None:
+            return self
+        error = UnsafeArchiveError(self.reason, member=self.member, rule=self.rule, archive=archive)
+        for note in getattr(self, "__notes__", ()):
+            error.add_note(note)
+        return error
 
 
 class PathError(RolloutCardError):

@@ -92,7 +92,7 @@ def card_command(
     elif output is None and check is None:
         typer.echo(printable(result.text), nl=False)
     for problem in result.problems:
-        typer.echo(printable(f"rcard: {check or output or 'README'}: {problem}"), err=True)
+        typer.echo(printable(f"rcard: {check or output or f'the README of {card}'}: {problem}"), err=True)
     if result.problems:
         raise typer.Exit(EXIT_INVALID)
 

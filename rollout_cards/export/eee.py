@@ -238,7 +238,7 @@ def export_eee(
     keep = [c for c in _EPISODE_COLUMNS if c in names]
     runs = [(rule, apply_rule(card, rule, file=file, keep_columns=keep)) for rule, file in _rules(card, rules)]
     if not runs:
-        raise ExportError("the card declares no rules and none were given: nothing to export (pass --rule)")
+        raise ExportError(f"{card.path}: the card declares no rules and none were given: nothing to export (pass --rule)")
     agents = sorted({a for a in card.episodes(columns=["agent"]).column("agent").to_pylist() if a is not None})
     harness = (manifest.provenance.harness if manifest.provenance else None)
     collection = _component(collection or (harness.name if harness and harness.name else manifest.id))

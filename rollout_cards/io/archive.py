@@ -93,9 +93,11 @@ class ArchiveSource:
             self.problems: tuple[UnsafeArchiveError, ...] = tuple(problems)
             if strict:
                 _raise_first(problems)
-        except BaseException:
+        except BaseException as exc:
             os.close(self._fd)
             self._fd = -1
+            if isinstance(exc, UnsafeArchiveError):
+                raise exc.within(self.name) from None
             raise
 
     # -- index -------------------------------------------------------------------------------
