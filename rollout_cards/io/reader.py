@@ -47,6 +47,11 @@ if TYPE_CHECKING:
 
 Filter = ac.Expression | str | None
 
+#: Batches (as scanned: strings still dictionary-encoded) a scan decodes ahead of its caller
+#: while they take this little memory: the rule engine reads the episodes table while the
+#: steps table decodes (rules.engine), at most two batches of any size beyond it.
+_AHEAD_BYTES = 64 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -540,7 +545,8 @@ class Card:
         verified = False
         try:
             raws = scan.to_batches(columns=read, batch_size=batch_size, batch_readahead=2, fragment_readahead=1)
-            for raw in read_ahead(raws):  # decoded on a thread while the caller works
+            # decoded on a thread while the caller works (small batches far ahead: see _AHEAD_BYTES)
+            for raw in read_ahead(raws, ahead_bytes=_AHEAD_BYTES, size=pa.RecordBatch.get_total_buffer_size):
                 if not verified:  # the first batch was decoded while the parts were hashed
                     self._verified(table)
                     verified = True

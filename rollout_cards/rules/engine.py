@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ..errors import RuleError
 from ..expr import Expression, parse_expression
+from ..io.read_ahead import head_start
 from ..model.rule import Rule
 from ..stats import UnitStats, pool_strata, undefined_interval
 from ..stats.intervals import REASON_NO_DATA
@@ -38,7 +39,13 @@ from .aggregation import (
     pooled_interval,
     pooled_warnings,
 )
-from .features import CompiledFeature, attach_features, compile_features, compute_features
+from .features import (
+    CompiledFeature,
+    attach_features,
+    compile_features,
+    compute_features,
+    step_batches,
+)
 from .grouping import Factor, label_sort_key
 from .results import GroupComparison, GroupResult, RuleRun
 from .scoring import PartitionRun, _describe, reduce_info, run_partition, unit_sums
@@ -232,10 +239,20 @@ def apply_rule(
     method that cannot apply), always naming the file and the key.
     """
     plan = _plan(card, rule, file, seed, keep_columns)
-    table = card.episodes(columns=plan.episode_columns)
+    steps = None
+    if plan.features and step_features is None:
+        # The steps table starts decoding now, on threads, while the episodes table is read
+        # (the scan runs ahead by up to io.reader._AHEAD_BYTES of batches).
+        steps = head_start(step_batches(card, plan.features))
+    try:
+        table = card.episodes(columns=plan.episode_columns)
+    except BaseException:
+        if steps is not None:
+            steps.close()
+        raise
     if plan.features:
-        if step_features is None:
-            computed = compute_features(features=plan.features, card=card, episodes=table)
+        if steps is not None:
+            computed = compute_features(steps, plan.features, episodes=table)
         else:
             computed = step_features(card, rule, plan.features, table)
         table = attach_features(table, computed, plan.features)

@@ -29,7 +29,7 @@ column of the same name wins; the episode's is then `episode.<name>`), e.g.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +53,7 @@ __all__ = [
     "compile_features",
     "compute_features",
     "feature_schema",
+    "step_batches",
     "step_columns",
 ]
 
@@ -354,14 +355,20 @@ def compute_features(
     if batches is None:
         if card is None:
             raise ValueError("compute_features needs batches or a card")
-        # Strings stay dictionary-encoded: `where` and `value` are evaluated per distinct
-        # value (`_encoded`) and only the values a feature keeps are decoded.
-        batches = card.iter_steps(  # type: ignore[attr-defined]
-            columns=step_columns(features), batch_size=batch_size, encoded=True
-        )
+        batches = step_batches(card, features, batch_size)
     for batch in batches:
         stream.add(stream.partials(batch))
     return stream.result()
+
+
+def step_batches(card: object, features: Sequence[CompiledFeature],
+                 batch_size: int = 262_144) -> Iterator[pa.RecordBatch]:
+    """The scan of the steps table `compute_features` reads: only the columns the features
+    read (projection), strings still dictionary-encoded (`where` and `value` are evaluated per
+    distinct value, `_encoded`, and only the values a feature keeps are decoded)."""
+    return card.iter_steps(  # type: ignore[attr-defined]
+        columns=step_columns(features), batch_size=batch_size, encoded=True
+    )
 
 
 def _default(feature: CompiledFeature) -> pa.Scalar:
