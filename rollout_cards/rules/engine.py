@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ..errors import RuleError
 from ..expr import Expression, parse_expression
+from ..io.decode import variable_width
 from ..io.read_ahead import head_start
 from ..model.rule import Rule
 from ..stats import UnitStats, pool_strata, undefined_interval
@@ -127,6 +128,9 @@ class _Plan:
     unit: list[str] | None
     pair_on: list[str] | None
     warnings: list[str] = field(default_factory=list)
+    #: Text columns of the episodes the rule only groups, counts or pairs on (no expression
+    #: reads them): the local engine keeps them dictionary-encoded, as stored (see _episodes).
+    key_columns: frozenset[str] = frozenset()
 
 
 def _unknown(name: str, names: Sequence[str], what: str = "column") -> str:
@@ -178,10 +182,10 @@ def _plan(card: Any, rule: Rule, file: str | None, seed: int | None, keep: Seque
             if name not in names:
                 raise RuleError(_unknown(name, names), file=file, key=key)
     used = {"episode_id", "status"} | {c for _, cols in keyed for c in cols}
-    used |= (select.names if select else set()) | score.names
-    used |= {c for c in keep if c in names}
+    evaluated = (select.names if select else set()) | score.names
     for feature in features:
-        used |= set(feature.episode_columns.values())
+        evaluated |= set(feature.episode_columns.values())
+    used |= evaluated | {c for c in keep if c in names}
     if rule.reduce is not None and "trial" in names:
         used.add("trial")
     feature_names = {f.name for f in features}
@@ -195,6 +199,8 @@ def _plan(card: Any, rule: Rule, file: str | None, seed: int | None, keep: Seque
         episode_columns=[c for c in names if c in used and c not in feature_names],
         unit=agg.unit_columns(),
         pair_on=rule.compare.pair_on if rule.compare else None,
+        key_columns=frozenset(c for c in used - evaluated - {"episode_id"}
+                              if c in names and variable_width(episodes_schema.field(c).type)),
     )
     plan.warnings += _drop_warnings(card, rule, plan)
     return plan
@@ -245,7 +251,7 @@ def apply_rule(
         # (the scan runs ahead by up to io.reader._AHEAD_BYTES of batches).
         steps = head_start(step_batches(card, plan.features))
     try:
-        table = card.episodes(columns=plan.episode_columns)
+        table = _episodes(card, plan)
     except BaseException:
         if steps is not None:
             steps.close()
@@ -257,6 +263,26 @@ def apply_rule(
             computed = step_features(card, rule, plan.features, table)
         table = attach_features(table, computed, plan.features)
     return merge_partitions(plan, [run_partition(plan, table, keep=True)])
+
+
+def _episodes(card: Any, plan: _Plan) -> pa.Table:
+    """The episode columns `plan` reads, the strings of its key columns still dictionary-
+    encoded as stored: grouping then works on the codes (grouping._from_dictionaries) instead
+    of hashing a million strings per column, and no key string is decoded until the
+    observations are (scoring keeps them plain). The other columns are decoded as
+    `card.episodes` decodes them; the decode budget counts every column either way. A card-like
+    object without `iter_episodes` gives `episodes()` as it is."""
+    scan = getattr(card, "iter_episodes", None)  # (an importer's in-memory episodes have none)
+    encoded = [b for b in scan(columns=plan.episode_columns, encoded=True) if b.num_rows] if scan else []
+    if not encoded:
+        return card.episodes(columns=plan.episode_columns)
+    table = pa.Table.from_batches(encoded)
+    stored = card.schema("episodes")
+    for i, f in enumerate(table.schema):
+        want = stored.field(f.name)
+        if f.name not in plan.key_columns and f.type != want.type:
+            table = table.set_column(i, want, table.column(i).cast(want.type))
+    return table.unify_dictionaries()
 
 
 def plan_rule(card: Any, rule: Rule, *, file: str | None = None, seed: int | None = None,

@@ -203,6 +203,16 @@ def _check_units(unit: Factor, columns: list[str], file: str | None) -> None:
         )
 
 
+def _plain(table: pa.Table, keys: frozenset[str]) -> pa.Table:
+    """`table` with the key columns the local engine kept dictionary-encoded (`keys`, text
+    columns of the card) decoded: the observations' identity holds them as the card does."""
+    for i, f in enumerate(table.schema):
+        if f.name in keys and pa.types.is_dictionary(f.type):
+            table = table.set_column(i, pa.field(f.name, f.type.value_type, f.nullable, f.metadata),
+                                     table.column(i).cast(f.type.value_type))
+    return table
+
+
 def _observations(
     table: pa.Table, scored: _Scored, groups: Factor, strata: Factor, plan: _Plan
 ) -> _Cells:
@@ -222,7 +232,7 @@ def _observations(
             unit.codes,
             unit.labels,
             np.ones(rows.size, dtype=np.int64),
-            obs,
+            _plain(obs, plan.key_columns),
             "+".join(unit_columns),
             None,
         )
@@ -265,7 +275,7 @@ def _observations(
         unit_codes, unit_labels = unit.codes[reduced.first_row], unit.labels
         unit_name = "+".join(plan.unit)
         constant += [c for c in plan.unit if c not in constant]
-    identity = obs.take(pa.array(reduced.first_row, pa.int64())).select(constant)
+    identity = _plain(obs.take(pa.array(reduced.first_row, pa.int64())).select(constant), plan.key_columns)
     counts = ReduceCounts(
         int(reduced.keys.size),
         int(reduced.attempts.min()) if reduced.attempts.size else 0,
