@@ -25,7 +25,11 @@ both on adversarial JSON).
 
 `fast_text` / `fast_texts` go the other way: `importers.steps.json_text`'s text of decoded
 values by msgspec's encoder (floats rewritten where msgspec formats them unlike repr; None
-where it could differ), tested against json_text in tests/test_jsondoc_text.py.
+where it could differ), tested against json_text in tests/test_jsondoc_text.py. A value that
+`fast_container(..., marked=True)` decoded holds those floats as `ReprFloat`s, which the encoder
+writes as repr does, so `marked=True` skips the search for floats to rewrite (it cost an Inspect
+`.json` import more than the encoding: a model call's cost, 2.65e-05, is such a float;
+tests/test_jsondoc_marked.py).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ __all__ = [
     "MISS",
     "TRUNCATED",
     "JsonValueError",
+    "ReprFloat",
     "decoder",
     "fast_container",
     "fast_decode",
@@ -160,8 +165,37 @@ def surrogate_pointer(value: Any) -> str | None:
 MISS: Any = object()
 #: `fast_container`: the value may go on after the end of the text given.
 TRUNCATED: Any = object()
+class ReprFloat(float):
+    """A decoded float that msgspec's encoder would write unlike `repr` (|x| < 1e-4 or >= 1e16, not 0):
+    `fast_container(..., marked=True)` gives such floats as this type, which the encoders of
+    `fast_text` / `fast_texts` write as `repr` writes them, so a value decoded that way needs no
+    search for floats to rewrite (`marked=True`). It is a float: it compares, hashes and converts
+    (`float(x)` is a plain float) as one, and the stdlib's encoder writes it as it writes a float."""
+
+    __slots__ = ()
+
+
+def _marked_float(text: str) -> float:
+    """`float_hook` of the marking decoder: the strict decoder's float (`_parse_float`), as a
+    ReprFloat where msgspec writes it unlike repr (between 1e-4 and 1e16 both write the same)."""
+    value = float(text)
+    if 1e-4 <= value < 1e16 or -1e16 < value <= -1e-4 or value == 0.0:
+        return value
+    if not math.isfinite(value):  # msgspec refuses it (the caller decodes strictly, with its error)
+        raise ValueError("out of range")
+    return ReprFloat(value)
+
+
+def _repr_float(value: Any) -> Any:
+    """`enc_hook` of the sorted encoder: a ReprFloat as repr writes it."""
+    if type(value) is ReprFloat:
+        return msgspec.Raw(float.__repr__(value).encode())
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
 if msgspec is not None:
     _FAST = msgspec.json.Decoder().decode
+    _FAST_MARKED = msgspec.json.Decoder(float_hook=_marked_float).decode
     _FAST_SPAN = msgspec.json.Decoder(msgspec.Raw).decode  # skips a value (validating it), keeps its bytes
     _FAST_ERRORS: tuple[type[BaseException], ...] = (msgspec.DecodeError, RecursionError, UnicodeError)
 else:
@@ -208,12 +242,14 @@ def fast_decode(text: str | bytes) -> Any:
         return MISS
 
 
-def fast_container(data: bytes, start: int, stop: int) -> Any:
+def fast_container(data: bytes, start: int, stop: int, *, marked: bool = False) -> Any:
     """(value, end) of the JSON object or array at data[start:stop] (UTF-8 bytes; data[start] is
     `{` or `[`; `end` is the offset of the byte after it), decoded as the strict decoder would
     decode the text; `TRUNCATED` when it does not end before `stop` (or msgspec cannot tell: a lone
     surrogate escape also reads as a cut), `MISS` when it must be decoded strictly. The bytes are
-    those of strictly decoded UTF-8 text (the caller decoded them; msgspec checks its strings too)."""
+    those of strictly decoded UTF-8 text (the caller decoded them; msgspec checks its strings too).
+    `marked`: floats msgspec writes unlike repr are `ReprFloat`s (pass `marked=True` to
+    `fast_text(s)` of the value or its parts: no float needs rewriting)."""
     if msgspec is None:
         return MISS
     if stop - start > _FAST_MAX:
@@ -236,7 +272,7 @@ def fast_container(data: bytes, start: int, stop: int) -> Any:
     if _long_integer(value):
         return MISS
     try:
-        decoded = _FAST(value)
+        decoded = (_FAST_MARKED if marked else _FAST)(value)
     except _FAST_ERRORS:
         return MISS
     return decoded, start + cut
@@ -271,7 +307,7 @@ def fast_items(text: str | bytes, key: str) -> Any:
 
 
 if msgspec is not None:
-    _SORTED = msgspec.json.Encoder(order="sorted").encode
+    _SORTED = msgspec.json.Encoder(order="sorted", enc_hook=_repr_float).encode
     _FAST_ITEMS = msgspec.json.Decoder(list[msgspec.Raw]).decode  # the bytes of each item of an array
     _ENCODE_ERRORS: tuple[type[BaseException], ...] = (msgspec.EncodeError, TypeError, ValueError, OverflowError,
                                                         RecursionError)
@@ -288,23 +324,25 @@ _ESCAPE = re.compile(rb"\\.", re.DOTALL)
 _LONGEST_FLOAT = 32  # bytes back from a candidate to the `:`, `,` or `[` its number follows
 
 
-def fast_text(value: Any) -> str | None:
+def fast_text(value: Any, *, marked: bool = False) -> str | None:
     """`importers.steps.json_text(value)` (sorted keys, UTF-8 kept, compact) by msgspec's encoder
     (several times faster), for a dict or list made of what a JSON decoder gives (str keys, lists,
     str, int, float, bool, None); None when the caller must use json_text: no msgspec, another
     type, msgspec refuses it, or the text holds `null` (msgspec writes NaN and Infinity as null,
-    which json_text refuses; a None costs the slow path)."""
+    which json_text refuses; a None costs the slow path). `marked`: every float of `value` that
+    msgspec writes unlike repr is a ReprFloat (`fast_container(..., marked=True)` decoded it)."""
     if msgspec is None or type(value) not in (dict, list):
         return None
-    out = _sorted_text(value)
+    out = _sorted_text(value, marked)
     return None if out is None or b"null" in out else out.decode("utf-8")
 
 
-def fast_texts(values: list[Any], *, finite: bool = False) -> list[str | None] | None:
+def fast_texts(values: list[Any], *, finite: bool = False, marked: bool = False) -> list[str | None] | None:
     """`fast_text` of each item of `values` (decoded JSON, where a scalar item is allowed too), with
     the checks for floats to rewrite made once over all the texts; None: use json_text. `finite`:
     the values are known to hold no NaN or Infinity float (msgspec decoded them, or their source
-    text has no such literal), so a `null` in a text is a JSON null, as json_text writes it."""
+    text has no such literal), so a `null` in a text is a JSON null, as json_text writes it.
+    `marked`: as for `fast_text` (then no text is searched for floats to rewrite)."""
     if msgspec is None:
         return None
     try:
@@ -313,7 +351,7 @@ def fast_texts(values: list[Any], *, finite: bool = False) -> list[str | None] |
         return None
     blob = b"".join(outs)
     texts: list[str | None] = list(map(bytes.decode, outs))
-    hits = _candidates(blob)
+    hits = [] if marked else _candidates(blob)
     if hits:  # rewrite the floats of the items that hold a candidate
         blank = b"\\\\" in blob
         ends = list(accumulate(map(len, outs)))
@@ -345,13 +383,15 @@ def _candidates(out: bytes) -> list[int]:
     return hits
 
 
-def _sorted_text(value: Any) -> bytes | None:
-    """msgspec's sorted encoding of `value` with floats as repr writes them (`_python_floats`);
-    None when msgspec refuses it or a float cannot be placed."""
+def _sorted_text(value: Any, marked: bool = False) -> bytes | None:
+    """msgspec's sorted encoding of `value` with floats as repr writes them (`_python_floats`, unless
+    `marked`: see `fast_text`); None when msgspec refuses it or a float cannot be placed."""
     try:
         out = _SORTED(value)
     except _ENCODE_ERRORS:
         return None
+    if marked:
+        return out
     hits = _candidates(out)
     return _python_floats(out, hits, b"\\\\" in out) if hits else out
 

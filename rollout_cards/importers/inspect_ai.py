@@ -130,8 +130,9 @@ class InspectImporter:
                 environments.setdefault(log.task, _environment(log))
                 for label, load in session.guard(log.samples):
                     with session.record():
-                        sample, raw_events, finite = load()
-                        row, steps, moved = _episode(sample, log, agent, label, raw_events, finite=finite)
+                        sample, raw_events, finite, marked = load()
+                        row, steps, moved = _episode(sample, log, agent, label, raw_events, finite=finite,
+                                                     marked=marked)
                         reordered.update(moved)
                         session.add_episode(row, steps)
                         scores.add(row)
@@ -272,10 +273,11 @@ def _missing_samples(session: ImportSession, log: InspectLog, planned: int | Non
 
 def _episode(
     sample: Any, log: InspectLog, agent: str, label: str, raw_events: list[str] | None = None, *,
-    finite: bool = False,
+    finite: bool = False, marked: bool = False,
 ) -> tuple[dict[str, Any], StepBuffer, int]:
     """One episode row and its steps; `raw_events` is the source JSON text of `sample["events"]`;
-    `finite`: the sample is known to hold no NaN or Infinity float."""
+    `finite`: the sample is known to hold no NaN or Infinity float; `marked`: its floats that msgspec
+    writes unlike repr are `jsondoc.ReprFloat`s (see `jsondoc.fast_texts`)."""
     file = str(log.path)
     probe = StepBuffer("", file=file, record=label)
     if not isinstance(sample, dict):
@@ -302,7 +304,7 @@ def _episode(
     if events:
         if not isinstance(events, list):
             raise steps.error("events is not a list")
-        moved = add_events(steps, events, attachments, pool, raw_events, finite=finite)
+        moved = add_events(steps, events, attachments, pool, raw_events, finite=finite, marked=marked)
     elif messages:
         if not isinstance(messages, list):
             raise steps.error("messages is not a list")
@@ -363,7 +365,7 @@ def _episode(
         deferred.append("meta.sample")
     if deferred:
         values = [row[column] for column in deferred]
-        for column, value, got in zip(deferred, values, fast_texts(values, finite=finite) or [None] * len(values), strict=True):
+        for column, value, got in zip(deferred, values, fast_texts(values, finite=finite, marked=marked) or [None] * len(values), strict=True):
             row[column] = text(value) if got is None else got  # fast_texts gives `text`'s text, or None
     return row, steps, moved
 

@@ -172,7 +172,7 @@ class _Timeline:
 
 def add_events(
     steps: StepBuffer, events: list[Any], attachments: dict[str, str], pool: list[Any] | None = None,
-    raw: list[str] | None = None, *, finite: bool = False,
+    raw: list[str] | None = None, *, finite: bool = False, marked: bool = False,
 ) -> Counter[str]:
     """Append one or two steps per event (see the module table), in time order, nested by
     their spans (inspect_spans); returns counts: `moved` (steps that the log had written out
@@ -181,13 +181,14 @@ def add_events(
     `input_refs` index. `raw`, when given, is each event's source JSON text: it is the
     payload as it is (re-serialising every event was a third of an import's time), except
     where it may hold a NaN/Infinity literal, which JSON text cannot (then as `text`). `finite`:
-    the events are known to hold no NaN or Infinity float (none of their texts can hold one)."""
+    the events are known to hold no NaN or Infinity float (none of their texts can hold one); `marked`:
+    their floats that msgspec writes unlike repr are `jsondoc.ReprFloat`s (see `jsondoc.fast_texts`)."""
     line = _Timeline(steps)
     texts: list[str] | list[str | None] | None = raw
     if raw is None or len(raw) != len(events):
         # no source texts (a .json log): the payloads' texts, all in one encoding (fast_texts
         # gives exactly what `json_text(ev)` below gives, or None for that one)
-        texts = fast_texts(events, finite=finite)
+        texts = fast_texts(events, finite=finite, marked=marked)
     labels: list[str] | None = None  # each event's place, once older nested events are spliced in
     if any(map(_holds_events, events)):
         events, texts, labels = _splice(events, texts)
@@ -244,7 +245,7 @@ def add_events(
         elif kind == "tool":
             seen[("tool", str(ev.get("id")))] += 1
             nested = labels is not None and _holds_events(ev)  # an older log's tool agent
-            item = _tool(steps, line, ev, t, attachments, at, nested)
+            item = _tool(steps, line, ev, t, attachments, at, nested, marked)
             if nested:
                 subtasks.append(nesting.open(TOOL_AGENT, _str(ev.get("agent")), line.span, item, t))
         elif kind == "error":
@@ -413,17 +414,18 @@ def _annotation_text(ev: dict[str, Any], attachments: dict[str, str]) -> str | N
 
 def _tool(
     steps: StepBuffer, line: _Timeline, ev: dict[str, Any], t: int | None, attachments: dict[str, str], at: int | str,
-    nested: bool = False,
+    nested: bool = False, marked: bool = False,
 ) -> int:
     """The `tool_call` and `tool_result` steps of a tool event; returns the call's timeline item.
-    `nested`: the event's own `events` are the steps of its agent (not kept in the payload)."""
+    `nested`: the event's own `events` are the steps of its agent (not kept in the payload);
+    `marked`: as for add_events."""
     call_id = ev.get("id")
     if not isinstance(call_id, str):
         raise steps.error(f"{_where(at)} is a tool event without a string id")
     arguments = ev.get("arguments")
     payload = {k: v for k, v in ev.items() if k != "result" and (k != "events" or not nested)}
     item = line.put(t, "tool_call", name=_str(ev.get("function")), args=None if arguments is None else json_text(arguments),
-             call_id=call_id, role="assistant", payload=fast_text(payload) or payload)  # as StepBuffer would encode it
+             call_id=call_id, role="assistant", payload=fast_text(payload, marked=marked) or payload)  # as StepBuffer would encode it
     if ev.get("pending"):
         return item  # the tool had not returned when the log was written: no result to record
     done = ev.get("completed")

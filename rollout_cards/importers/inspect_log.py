@@ -4,8 +4,10 @@
 `results`, `stats`, `status`) and `samples`, an iterator of (record label, loader):
 the loader parses the sample when called, so a bad sample is one malformed record, and
 returns it with the source JSON text of each of its events (a `.eval` member's own
-bytes, kept as the steps' payloads instead of re-serialised; None for `.json` logs) and
-whether it is known to hold no NaN or Infinity float (its source has no such literal).
+bytes, kept as the steps' payloads instead of re-serialised; None for `.json` logs),
+whether it is known to hold no NaN or Infinity float (its source has no such literal),
+and whether its floats that msgspec writes unlike repr are marked (`jsondoc.ReprFloat`:
+a `.json` log's samples, whose events are encoded again, so no text is searched for them).
 
 A `.eval` archive goes through `SafeZip` (member count, sizes and compression ratio
 capped before anything is decompressed; nothing is extracted; stored, deflate and zstd
@@ -55,7 +57,7 @@ MAX_SAMPLE_BYTES = 512 * 1024**2
 _SAMPLE_NAME = re.compile(r"^samples/(.+)_epoch_([0-9]{1,18})\.json$")
 _KNOWN_MEMBERS = re.compile(r"^(header\.json|summaries\.json|reductions\.json|_journal/.*|samples/.*)$")
 
-Samples = Iterator[tuple[str, Callable[[], tuple[Any, list[str] | None, bool]]]]
+Samples = Iterator[tuple[str, Callable[[], tuple[Any, list[str] | None, bool, bool]]]]
 _CONSTANT_TEXT = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
@@ -165,12 +167,12 @@ def _member_order(name: str) -> tuple[int, tuple[int, int | str]]:
     return int(m.group(2)), ((0, int(sid)) if numeric else (1, sid))  # type: ignore[union-attr]
 
 
-def _member_json(archive: SafeZip, file: str, member: str) -> tuple[Any, list[str] | None, bool]:
+def _member_json(archive: SafeZip, file: str, member: str) -> tuple[Any, list[str] | None, bool, bool]:
     """A sample, the JSON text of each of its events (kept as the steps' payloads), and whether
     it holds no NaN or Infinity float (the strict decoder reads only those literals as such)."""
     data = archive.read(member, budget=MAX_SAMPLE_BYTES, what="one Inspect sample")
     value, items = parse_json_items(data, file, member, key="events", constants=True)
-    return value, items, b"NaN" not in data and b"Infinity" not in data
+    return value, items, b"NaN" not in data and b"Infinity" not in data, False
 
 
 def _json(data: bytes, file: str, member: str) -> Any:
@@ -205,8 +207,10 @@ def _open_json(path: Path, stack: list[Any]) -> InspectLog:
 
 
 def _rest(stream: JsonStream, keys: Iterator[str], header: dict[str, Any]) -> Samples:
+    stream.mark_floats = True  # the samples' events are encoded again (the header is read as it is)
     for index, sample in stream.array_items(label="samples[{}]"):
-        yield f"samples[{index}]", partial(_value, sample, stream.finite)
+        yield f"samples[{index}]", partial(_value, sample, stream.finite, stream.marked)
+    stream.mark_floats = False
     for key in keys:  # members after `samples` (e.g. reductions) are read for completeness
         header[key] = stream.read_value()
     stream.end()
@@ -220,12 +224,14 @@ def _second_pass(path: Path, stack: list[Any]) -> Samples:
         if key != "samples":
             stream.skip_value()
             continue
+        stream.mark_floats = True
         for index, sample in stream.array_items(label="samples[{}]"):
-            yield f"samples[{index}]", partial(_value, sample, stream.finite)
+            yield f"samples[{index}]", partial(_value, sample, stream.finite, stream.marked)
+        stream.mark_floats = False
 
 
-def _value(value: Any, finite: bool) -> tuple[Any, None, bool]:
-    return value, None, finite
+def _value(value: Any, finite: bool, marked: bool) -> tuple[Any, None, bool, bool]:
+    return value, None, finite, marked
 
 
 def open_log(path: Path, session: ImportSession) -> InspectLog:

@@ -228,6 +228,10 @@ class JsonStream:
         #: whether the last value `read_value` gave was decoded by msgspec, which refuses NaN and
         #: Infinity: it then holds no non-finite float (a reader may skip looking for one)
         self.finite = False
+        #: while set, msgspec-decoded values hold `jsondoc.ReprFloat`s (`fast_container(marked=True)`);
+        #: `marked` says whether the last value was decoded so (then `fast_text(s)(marked=True)`)
+        self.mark_floats = False
+        self.marked = False
 
     # -- buffer ---------------------------------------------------------------------
     def _error(self, message: str) -> SourceFormatError:
@@ -322,8 +326,9 @@ class JsonStream:
                         self._grow(start, held=end - start)  # raises: over the cap
                     self._pos = end
                     self.finite = True
+                    self.marked = self.mark_floats
                     return value
-            self.finite = False
+            self.finite = self.marked = False
             try:
                 value, end = self._decoder.raw_decode(self._buf, start)
             except json.JSONDecodeError as exc:
@@ -364,7 +369,7 @@ class JsonStream:
         window = self._window
         while True:
             stop = min(size, first + window)
-            got = fast_container(self._raw, first, stop)
+            got = fast_container(self._raw, first, stop, marked=self.mark_floats)
             if got is not TRUNCATED and got is not MISS:
                 value, cut = got
                 end = start + _characters(self._raw[first:cut])

@@ -44,3 +44,43 @@ def test_the_fast_encoder_writes_the_stdlib_encoders_texts(rel, tmp_path, monkey
     _, slow = run_import("inspect", [path], tmp_path / "slow")
     assert fast.steps().equals(slow.steps())
     assert fast.episodes().equals(slow.episodes())
+
+
+def _odd_floats_log(path):
+    """The synthetic .json log with floats msgspec writes unlike repr in every place the import encodes:
+    events (a model call's cost, a tool's arguments, an unknown event), metadata, scores' metadata,
+    the model usage; and a sample whose text has a NaN literal (read by the strict decoder)."""
+    import json
+    import math
+
+    from tests.importers.conftest import SOURCES
+
+    odd = [2.65e-05, 1e16, -1.5e-07, 1.7976931348623157e308, 5e-324, 0.0001, 123.25, -0.0, 9.99e-05]
+    log = json.loads((SOURCES / "inspect" / "synthetic.json").read_text())
+    for n, sample in enumerate(log["samples"]):
+        sample["metadata"] = {**(sample.get("metadata") or {}), "odd": odd[n:] + odd[:n]}
+        for score in (sample.get("scores") or {}).values():
+            score["metadata"] = {"tiny": odd[n]}
+        for ev in sample["events"]:
+            ev["working_start"] = odd[(n + len(ev)) % len(odd)]
+            if ev["event"] == "model":
+                ev.setdefault("output", {}).setdefault("usage", {})["total_cost"] = 2.65e-05 * (n + 1)
+            if ev["event"] == "tool":
+                ev["arguments"] = {"x": 1e-07, "y": 1e22}
+    log["samples"][-1]["metadata"]["unscored"] = math.nan
+    path.write_text(json.dumps(log))
+    return path
+
+
+def test_floats_of_a_json_log_are_written_as_the_stdlib_encoder_writes_them(tmp_path, monkeypatch):
+    # the samples of a .json log are decoded with their odd floats marked (jsondoc.ReprFloat), so no
+    # text is searched for floats to rewrite: the reference is every text by json_text
+    path = _odd_floats_log(tmp_path / "odd.json")
+    _, fast = run_import("inspect", [path], tmp_path / "fast")
+    for module, name in FAST:
+        monkeypatch.setattr(module, name, lambda value, **options: None)
+    _, slow = run_import("inspect", [path], tmp_path / "slow")
+    assert fast.steps().equals(slow.steps())
+    assert fast.episodes().equals(slow.episodes())
+    payloads = " ".join(p for p in fast.steps().column("payload").to_pylist() if p)
+    assert '"total_cost":2.65e-05' in payloads and '"y":1e+22' in payloads and '"x":1e-07' in payloads
