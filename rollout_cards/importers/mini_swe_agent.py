@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
-from ..jsondoc import MISS, fast_decode, fast_texts
+from ..jsondoc import MISS, fast_decode
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import read_document, reject_constant
@@ -365,8 +365,8 @@ def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes 
     status = terminal_state(exit_status) if exit_status else "error"
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
     tokens = add_messages(steps, doc["messages"], state)
-    state.untimed_steps += sum(1 for r in steps.rows if r[3] is None)
-    state.untokened_steps += sum(1 for r in steps.rows if r[11] is None)
+    state.untimed_steps += steps.nulls("t")
+    state.untokened_steps += steps.nulls("input_tokens")
     row: dict[str, Any] = {
         "episode_id": steps.episode_id, "task_id": iid, "agent": agent, "trial": 0, "status": status,
         "meta.exit_status": exit_status, "meta.trajectory_format": fmt,
@@ -449,7 +449,7 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
     one of them lacks usage (or there is none): the run's total is then unknown.
 
     The steps are gathered as tuples and handed to the StepBuffer as columns
-    (`StepBuffer.extend`, payloads encoded in one go): the same steps, and the same first
+    (`StepBuffer.extend_rows`, payloads encoded in one go): the same steps, and the same first
     error, as adding them one by one.
     """
     tokens_in = tokens_out = 0
@@ -578,23 +578,10 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
                     put(("tool_call", t, role, fn["name"], call["id"], None, args, None, t_in, t_out, cost, rest or None))
                     body = t_in = t_out = cost = None
     except SourceFormatError:
-        _extend(steps, out, calls)  # a bad step before the bad message fails first, as step by step
+        steps.extend_rows(out, calls)  # a bad step before the bad message fails first, as step by step
         raise
-    _extend(steps, out, calls)
+    steps.extend_rows(out, calls)
     return (tokens_in, tokens_out) if complete and answered else None
-
-
-def _extend(steps: StepBuffer, out: list[tuple[Any, ...]], calls: list[int]) -> None:
-    """Append `add_messages`' step tuples to `steps` as columns, the payloads encoded in one go."""
-    if not out:
-        return
-    kind, t, role, name, call_id, content, args, is_error, t_in, t_out, cost, payload = zip(*out, strict=True)
-    texts = fast_texts(list(payload))  # json_text's texts, or None where StepBuffer encodes the dict itself
-    if texts is not None:
-        payload = [p if text is None else text for p, text in zip(payload, texts, strict=True)]
-    none = (None,) * len(out)
-    steps.extend((kind, t, role, none, name, call_id, content, args, is_error, t_in, t_out, cost, payload, none,
-                  none), calls)
 
 
 def _valid_json(text_: str) -> bool:

@@ -26,7 +26,8 @@ from typing import Any
 
 from ..errors import SourceFormatError
 from ..io.call_ids import CallIds, with_source_call_id
-from ..tables import StepKind
+from ..jsondoc import fast_texts
+from ..tables import STEP_COLUMNS, StepKind
 
 __all__ = ["StepBuffer", "json_text", "parse_timestamp"]
 
@@ -37,6 +38,7 @@ _COUNT = frozenset((int, type(None)))
 _COST = frozenset((float, int, type(None)))
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WIDTH = 17  # the columns of STEP_COLUMNS (episode_id, seq, then the `add` fields)
+_INDEX = {c.name: i for i, c in enumerate(STEP_COLUMNS)}
 
 
 # One encoder for every call: json.dumps with these options builds a new JSONEncoder each time.
@@ -110,6 +112,13 @@ class StepBuffer:
                 column.extend(values)
         self._rows = []
         return self._columns
+
+    def nulls(self, column: str) -> int:
+        """How many steps have no value in `column` (a STEP_COLUMNS name), counted in the form the
+        steps are held in: reading `rows` or `columns()` for it would build the other form."""
+        i = _INDEX[column]
+        held = self._columns[i].count(None) if self._columns is not None else 0
+        return held + sum(1 for row in self._rows if row[i] is None)
 
     def __len__(self) -> int:
         return len(self._rows) + (len(self._columns[0]) if self._columns is not None else 0)
@@ -259,6 +268,21 @@ class StepBuffer:
                                         map(_float, cost_usd) if int in costs else cost_usd, payload, parent_seq,
                                         depth), strict=True):
             column.extend(values)
+
+    def extend_rows(self, rows: list[tuple[Any, ...]], calls: Sequence[int] = ()) -> None:
+        """`extend` of steps given as tuples (kind, t, role, name, call_id, content, args, is_error,
+        input_tokens, output_tokens, cost_usd, payload; no agent, parent_seq or depth), the payloads
+        given as JSON values (dicts) and encoded in one go (`jsondoc.fast_texts`: json_text's texts;
+        a payload it cannot encode is encoded by `extend`, as `add` would)."""
+        if not rows:
+            return
+        kind, t, role, name, call_id, content, args, is_error, t_in, t_out, cost, payload = zip(*rows, strict=True)
+        texts = fast_texts(list(payload))
+        if texts is not None:
+            payload = tuple(p if text is None else text for p, text in zip(payload, texts, strict=True))
+        none = (None,) * len(rows)
+        self.extend((kind, t, role, none, name, call_id, content, args, is_error, t_in, t_out, cost, payload, none,
+                     none), calls)
 
     def _replay(self, columns: Sequence[Sequence[Any]], calls: Sequence[int]) -> None:
         """`extend` step by step through `add`, `tool_call` and `tool_result` (for a value `add`

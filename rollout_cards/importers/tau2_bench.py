@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import ImporterError, SourceFormatError
 from ..io.writer import to_micros
+from ..jsondoc import fast_texts
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import JsonStream
@@ -346,11 +347,10 @@ class _Run:
                 state.ticks_only.append(sim_id)
             tokens, used = None, 0
         else:
-            t_in, t_out, complete = _add_messages(steps, messages, state)
+            t_in, t_out, complete, untimed, untokened = _add_messages(steps, messages, state)
             tokens, used = ((t_in, t_out) if complete else None), t_in + t_out
-            rows = steps.rows
-            state.untimed_steps += sum(1 for r in rows if r[3] is None)
-            state.untokened_steps += sum(1 for r in rows if r[11] is None)
+            state.untimed_steps += untimed
+            state.untokened_steps += untokened
         if tokens is None:
             state.untokened_episodes += 1
         else:
@@ -445,101 +445,125 @@ def _tokens(steps: StepBuffer, usage: Any, where: str) -> tuple[int | None, int 
     return t_in, t_out
 
 
-def _add_messages(steps: StepBuffer, messages: Any, state: _State) -> tuple[int, int, bool]:
+def _add_messages(steps: StepBuffer, messages: Any, state: _State) -> tuple[int, int, bool, int, int]:
     """Append the steps of a tau2 message list; returns the agent's (input, output) tokens over
-    the assistant messages with usage, and whether every assistant message had usage."""
+    the assistant messages with usage, whether every assistant message had usage, and how many
+    of the steps have no time and no usage.
+
+    The hot loop of a large import: each step is gathered as a tuple, its payload and arguments
+    as the source's dicts; they go to the StepBuffer as columns at the end (`extend_rows`, every
+    payload and argument text encoded in one go) — the same steps and the same first error as
+    `add` / `tool_call` / `tool_result` step by step.
+    """
     if type(messages) is not list:
         raise steps.error("messages is not a list")
-    # The hot loop of a large import: plain lookups, one payload text per message.
     tokens_in = tokens_out = 0
     complete = True
     known = _MSG_KEYS
-    add, tool_call = steps.add, steps.tool_call
-    issued: set[str] = set()  # call ids issued so far, to know when StepBuffer will rename a reuse
-    reused: set[str] = set()
-    for i, msg in enumerate(messages):
-        if type(msg) is not dict:
-            raise steps.error(f"messages[{i}] is not an object")
-        role = msg.get("role")
-        if role == "tool":
-            if "tool_messages" in msg:  # a MultiToolMessage
-                parts = msg["tool_messages"]
-                if type(parts) is not list:
-                    raise steps.error(f"messages[{i}].tool_messages is not a list")
-                for j, part in enumerate(parts):
-                    if type(part) is not dict:
-                        raise steps.error(f"messages[{i}].tool_messages[{j}] is not an object")
-                    _tool_result(steps, part, f"messages[{i}].tool_messages[{j}]", reused)
-            else:
-                _tool_result(steps, msg, f"messages[{i}]", reused)
-            continue
-        if type(role) is not str:
-            raise steps.error(f"messages[{i}] has no role")
-        content = msg.get("content")
-        if content is not None and type(content) is not str:
-            raise steps.error(f"messages[{i}].content is not text")
-        usage = msg.get("usage")
-        t_in, t_out = _tokens(steps, usage, f"messages[{i}]")
-        if role == "assistant":
-            if t_in is None or t_out is None:
-                complete = False
-            else:
-                tokens_in += t_in
-                tokens_out += t_out
-        cost = msg.get("cost")
-        if cost is not None:
-            if type(cost) is not float or not math.isfinite(cost):
-                cost = number(steps, cost, f"messages[{i}].cost")
-            if cost == 0.0 and (t_in or t_out):
-                cost = None
-                state.unpriced_steps += 1
-        errors = msg.get("errors")
-        payload = {k: v for k, v in msg.items() if k not in known and v is not None}
-        raw = payload.pop("raw_data", None)
-        if type(raw) is dict and raw.get("finish_reason") is not None:
-            payload["finish_reason"] = raw["finish_reason"]
-        if errors:
-            payload["errors"] = errors
-        if usage is not None and len(usage) > 2:
-            payload["usage"] = usage
-        is_error = True if errors else None
-        stamp = msg.get("timestamp")
-        t = None if stamp is None else _time(steps, stamp, f"messages[{i}].timestamp")
-        text = _payload(steps, payload, f"messages[{i}]")
-        calls = msg.get("tool_calls")
-        if content or not calls:
-            add("message", role=role, content=content, is_error=is_error, t=t, payload=text,
-                input_tokens=t_in, output_tokens=t_out, cost_usd=cost)
-            text = t_in = t_out = cost = is_error = None
-        if calls:
-            if type(calls) is not list:
-                raise steps.error(f"messages[{i}].tool_calls is not a list")
-            for j, call in enumerate(calls):
-                if type(call) is not dict or type(call.get("name")) is not str:
-                    raise steps.error(f"messages[{i}].tool_calls[{j}] is not a tool call with a name")
-                call_id = call.get("id") or None
-                if call_id is not None and type(call_id) is not str:
-                    raise steps.error(f"messages[{i}].tool_calls[{j}].id is not a string")
-                arguments = call.get("arguments")
-                args = None if arguments is None else _payload(steps, arguments, f"messages[{i}].tool_calls[{j}]")
-                extra = payload if text is not None else {}
-                if len(call) > 4 or call.get("requestor", role) != role:
-                    extra = {**extra, **{k: v for k, v in call.items() if k not in ("id", "name", "arguments")
-                                         and not (k == "requestor" and v == role)}}
-                if call_id in issued:  # StepBuffer merges source_call_id into a dict payload
-                    reused.add(call_id)
-                    body: Any = extra or None
+    # One tuple per step: kind, t, role, name, call_id, content, args, is_error, input_tokens,
+    # output_tokens, cost_usd, payload; `calls`: the tool calls and results with a call id;
+    # `args_at`: (step, message, call) of the tool calls with arguments.
+    out: list[tuple[Any, ...]] = []
+    calls: list[int] = []
+    args_at: list[tuple[int, int, int]] = []
+    try:
+        for i, msg in enumerate(messages):
+            if type(msg) is not dict:
+                raise steps.error(f"messages[{i}] is not an object")
+            role = msg.get("role")
+            if role == "tool":
+                if "tool_messages" in msg:  # a MultiToolMessage
+                    parts = msg["tool_messages"]
+                    if type(parts) is not list:
+                        raise steps.error(f"messages[{i}].tool_messages is not a list")
+                    for j, part in enumerate(parts):
+                        if type(part) is not dict:
+                            raise steps.error(f"messages[{i}].tool_messages[{j}] is not an object")
+                        _tool_result(steps, part, f"messages[{i}].tool_messages[{j}]", out, calls)
                 else:
-                    body = _payload(steps, extra, f"messages[{i}].tool_calls[{j}]")
+                    _tool_result(steps, msg, f"messages[{i}]", out, calls)
+                continue
+            if type(role) is not str:
+                raise steps.error(f"messages[{i}] has no role")
+            content = msg.get("content")
+            if content is not None and type(content) is not str:
+                raise steps.error(f"messages[{i}].content is not text")
+            usage = msg.get("usage")
+            t_in, t_out = _tokens(steps, usage, f"messages[{i}]")
+            if role == "assistant":
+                if t_in is None or t_out is None:
+                    complete = False
+                else:
+                    tokens_in += t_in
+                    tokens_out += t_out
+            cost = msg.get("cost")
+            if cost is not None:
+                if type(cost) is not float or not math.isfinite(cost):
+                    cost = number(steps, cost, f"messages[{i}].cost")
+                if cost == 0.0 and (t_in or t_out):
+                    cost = None
+                    state.unpriced_steps += 1
+            errors = msg.get("errors")
+            payload = {k: v for k, v in msg.items() if k not in known and v is not None}
+            raw = payload.pop("raw_data", None)
+            if type(raw) is dict and raw.get("finish_reason") is not None:
+                payload["finish_reason"] = raw["finish_reason"]
+            if errors:
+                payload["errors"] = errors
+            if usage is not None and len(usage) > 2:
+                payload["usage"] = usage
+            is_error = True if errors else None
+            stamp = msg.get("timestamp")
+            t = None if stamp is None else _time(steps, stamp, f"messages[{i}].timestamp")
+            body: dict[str, Any] | None = payload  # the message's payload, on its first step
+            tool_calls = msg.get("tool_calls")
+            if content or not tool_calls:
+                out.append(("message", t, role, None, None, content, None, is_error, t_in, t_out, cost, payload or None))
+                body = t_in = t_out = cost = is_error = None
+            if tool_calls:
+                if type(tool_calls) is not list:
+                    raise steps.error(f"messages[{i}].tool_calls is not a list")
+                for j, call in enumerate(tool_calls):
+                    if type(call) is not dict or type(call.get("name")) is not str:
+                        raise steps.error(f"messages[{i}].tool_calls[{j}] is not a tool call with a name")
+                    call_id = call.get("id") or None
+                    if call_id is not None and type(call_id) is not str:
+                        raise steps.error(f"messages[{i}].tool_calls[{j}].id is not a string")
+                    extra = body or {}
+                    if len(call) > 4 or call.get("requestor", role) != role:
+                        extra = {**extra, **{k: v for k, v in call.items() if k not in ("id", "name", "arguments")
+                                             and not (k == "requestor" and v == role)}}
                     if call_id is not None:
-                        issued.add(call_id)
-                tool_call(call["name"], args, call_id, role=role, is_error=is_error, t=t, payload=body,
-                          input_tokens=t_in, output_tokens=t_out, cost_usd=cost)
-                text = t_in = t_out = cost = is_error = None
-    return tokens_in, tokens_out, complete
+                        calls.append(len(out))
+                    arguments = call.get("arguments") or None  # as _payload: empty arguments have no text
+                    if arguments is not None:
+                        args_at.append((len(out), i, j))
+                    out.append(("tool_call", t, role, call["name"], call_id, None, arguments, is_error, t_in, t_out,
+                                cost, extra or None))
+                    body = t_in = t_out = cost = is_error = None
+    except SourceFormatError:
+        _extend(steps, out, calls, args_at)  # a bad step before the bad message fails first, as step by step
+        raise
+    _extend(steps, out, calls, args_at)
+    return tokens_in, tokens_out, complete, sum(r[1] is None for r in out), sum(r[8] is None for r in out)
 
 
-def _tool_result(steps: StepBuffer, msg: dict[str, Any], where: str, reused: set[str]) -> None:
+def _extend(steps: StepBuffer, out: list[tuple[Any, ...]], calls: list[int], args_at: list[tuple[int, int, int]]) -> None:
+    """`steps.extend_rows(out, calls)` with the tool calls' arguments (at `args_at`) as JSON text,
+    as `_payload` writes them: encoded in one go, one by one where that cannot be."""
+    if args_at:
+        values = [out[k][6] for k, _, _ in args_at]
+        texts = fast_texts(values) or [None] * len(values)
+        for (k, i, j), value, encoded in zip(args_at, values, texts, strict=True):
+            if encoded is None:
+                encoded = _payload(steps, value, f"messages[{i}].tool_calls[{j}]")
+            r = out[k]
+            out[k] = (*r[:6], encoded, *r[7:])
+    steps.extend_rows(out, calls)
+
+
+def _tool_result(steps: StepBuffer, msg: dict[str, Any], where: str, out: list[tuple[Any, ...]],
+                 calls: list[int]) -> None:
     content = msg.get("content")
     if content is not None and type(content) is not str:
         raise steps.error(f"{where}.content is not text")
@@ -551,13 +575,12 @@ def _tool_result(steps: StepBuffer, msg: dict[str, Any], where: str, reused: set
     stamp = msg.get("timestamp")
     t = None if stamp is None else _time(steps, stamp, f"{where}.timestamp")
     if call_id is None:
-        steps.add("observation", role="tool", content=content, is_error=error, t=t,
-                  payload=_payload(steps, payload, where))
+        out.append(("observation", t, "tool", None, None, content, None, error, None, None, None, payload or None))
     elif type(call_id) is not str:
         raise steps.error(f"{where}.id is not a string")
     else:
-        body = (payload or None) if call_id in reused else _payload(steps, payload, where)
-        steps.tool_result(call_id, content, role="tool", is_error=error, t=t, payload=body)
+        calls.append(len(out))
+        out.append(("tool_result", t, "tool", None, call_id, content, None, error, None, None, None, payload or None))
 
 
 # -- rules, plan, drops ------------------------------------------------------------------------------
