@@ -5,7 +5,8 @@ from typing import Annotated
 
 import typer
 
-from . import EXIT_INVALID, app, fail, run
+from ..display import one_line
+from . import EXIT_INVALID, app, fail, printable, run
 
 export_app = typer.Typer(help="Write a card's results in other tools' formats.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
@@ -59,7 +60,7 @@ def eee(
     typer.echo(f"wrote {len(result.logs)} aggregate file(s) with {result.results} result(s) and "
                f"{result.instances} instance record(s) in {len(result.samples)} file(s) under {out}")
     for reason in result.skipped:
-        typer.echo(f"  left out: {reason}")
+        typer.echo(printable(f"  left out: {one_line(reason)}"))  # it quotes the card's group names
     if schemas is not None:
         problems = run(validate_eee, out, schemas)
         if problems:

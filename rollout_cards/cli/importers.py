@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..display import one_line
 from ..errors import ImporterError
 from . import app, printable, run, without_pandas
 
@@ -102,18 +103,20 @@ def import_command(
 
 def _render(result: "ImportResult") -> str:
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
-    lines = [f"imported {result.episodes} episodes ({statuses}), {result.steps} steps into {result.path}"]
+    lines = [f"imported {result.episodes} episodes ({one_line(statuses)}), {result.steps} steps into "
+             f"{one_line(result.path)}"]
     for rule in result.rules:
         reported = "; ".join(
-            f"{', '.join(f'{k}={v}' for k, v in r['group'].items())}: {r['value']:.6g}" for r in rule["reported"]
+            f"{one_line(', '.join(f'{k}={v}' for k, v in r['group'].items()))}: {r['value']:.6g}" for r in rule["reported"]
         )
         lines.append(f"  rule {rule['rule']} ({rule['kind']})"
                      + (f": as the source reported it, {reported}" if reported else ""))
     if result.malformed:
         lines.append(f"  {len(result.malformed)} malformed record(s) left out (declared as a source_malformed drop)")
     lines.append(f"  {len(result.drops)} drops declared")
-    lines.extend(f"  note: {note}" for note in result.notes)
-    lines.extend(f"  warning: {warning}" for warning in result.warnings)
+    # One line each: notes, warnings and groups quote the source's names.
+    lines.extend(f"  note: {one_line(note)}" for note in result.notes)
+    lines.extend(f"  warning: {one_line(warning)}" for warning in result.warnings)
     if result.rules:
         lines.append(f"  recompute them with n, unit and interval: rcard rescore {result.path}")
     return "\n".join(lines) + "\n"

@@ -107,3 +107,24 @@ def test_a_name_cannot_add_a_row_or_shift_a_column(cards, argv):
                 "\ufeff", "\U000e0041"):
         assert raw not in bad.replace("\n", ""), repr(raw)
     assert "\\u202e" in bad or argv[0] == "validate"
+
+
+def test_export_eee_left_out_lines_keep_one_line_each(tmp_path):
+    """`left out:` quotes the rule's group label (the card's values), printed raw before:
+    a newline made a line of its own and an ESC reached the terminal."""
+    n = 8
+    ids = [f"e{i}" for i in range(n)]
+    writer = rc.CardWriter(tmp_path / "card", id="eee", title="eee", timestamps=False)
+    writer.write_episodes(pa.table({
+        "episode_id": ids, "task_id": ["t\n  left out: spoof\x1b[2J", "t2"] * 4, "agent": ["a", "b"] * 4,
+        "status": ["completed"] * n, "score.success": [float(i % 3 == 0) for i in range(n)]}))
+    writer.write_steps(pa.table({"episode_id": ids, "seq": [0] * n, "kind": ["message"] * n}))
+    writer.close()
+    rule = tmp_path / "by_task.yaml"
+    rule.write_text("rule: by.task\nscore: score.success\naggregate:\n  group_by: [task_id]\n")
+    result = CliRunner().invoke(app, ["export", "eee", str(tmp_path / "card"), "--rule", str(rule),
+                                      "-o", str(tmp_path / "out")])
+    assert result.exit_code in (0, 1), result.output
+    left = [line for line in result.output.splitlines() if "left out" in line]
+    assert len(left) == 2 and all(line.startswith("  left out: rule by.task group task_id=") for line in left), left
+    assert "\x1b" not in result.output

@@ -94,3 +94,21 @@ def test_an_existing_output_is_not_overwritten(tmp_path):
 def test_missing_source_exits_1(tmp_path):
     result = _run("tau-bench", str(tmp_path / "absent.json"), "-o", str(tmp_path / "c"))
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_a_source_file_name_cannot_add_a_line_to_the_summary(tmp_path):
+    """tau-bench's agent is the results file's stem: a newline in the file name printed a line
+    of its own (here one that reads as another declared rule)."""
+    fake = "\n  rule fake.rule (original): as the source reported it, agent=gpt: 1"
+    source = tmp_path / f"agent{fake}.json"
+    source.write_bytes((REPO / "fixtures" / "sources" / "tau-bench" / "synthetic-agent.json").read_bytes())
+    plain = tmp_path / f"agent{'x' * len(fake)}.json"
+    plain.write_bytes(source.read_bytes())
+    outputs = []
+    for src, out in ((source, "c1"), (plain, "c2")):
+        result = CliRunner().invoke(app, ["import", "tau-bench", str(src), "-o", str(tmp_path / out)])
+        assert result.exit_code == 0, result.output
+        outputs.append(result.output)
+    assert len(outputs[0].splitlines()) == len(outputs[1].splitlines()), outputs[0]
+    assert "agent=agent\\n  rule fake.rule" in outputs[0]
+    assert not any(line.startswith("  rule fake.rule") for line in outputs[0].splitlines())
