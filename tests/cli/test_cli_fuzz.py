@@ -23,6 +23,7 @@ import shutil
 import sys
 import tarfile
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -151,6 +152,36 @@ def _parquet_schema(card: Path, rng: random.Random) -> str:
     return f"{rel} {name} as {array.type}"
 
 
+STRINGS = ["", "\n::error::x", "\u202e\x1b[2J", "a" * 100_000, "\u0301" * 50, "漢字", "../../etc/passwd", " ", "null",
+           "\ud7ff\U0010ffff", "=HYPERLINK(\"x\")", "<script>x</script>", "{\"a\": " * 500]
+
+
+def _cell_values(card: Path, rng: random.Random) -> str:
+    rel = rng.choice(["episodes.parquet", "steps.parquet"])
+    table = pq.read_table(card / rel)
+    name = rng.choice(table.column_names)
+    field = table.schema.field(name)
+    t = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        value = rng.choice(STRINGS)
+    elif pa.types.is_integer(t):
+        value = rng.choice([-(2**63), 2**63 - 1, -1, 0, None])
+    elif pa.types.is_floating(t):
+        value = rng.choice([float("nan"), float("inf"), -float("inf"), -0.0, 1e308, 5e-324, None])
+    elif pa.types.is_timestamp(t):
+        value = rng.choice([datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC),
+                            datetime(1970, 1, 1, tzinfo=UTC), None])
+    else:
+        value = None
+    rows = rng.sample(range(table.num_rows), rng.randint(1, table.num_rows))
+    for row in rows:
+        table = bad_cards.set_cell(table, name, row, value, None if t == field.type or pa.types.is_dictionary(field.type)
+                                   else t)
+    pq.write_table(table, card / rel)
+    bad_cards.rehash(card)
+    return f"{rel} {name}[{len(rows)} rows] = {str(value)[:30]!r}"
+
+
 def _rows_lie(card: Path, rng: random.Random) -> str:
     which = rng.choice(["episodes", "steps"])
     rows = rng.choice([0, -1, 10**12, 2**63 - 1])
@@ -186,7 +217,7 @@ def _special_file(card: Path, rng: random.Random) -> str:
 
 MUTATIONS: list[Callable[[Path, random.Random], str]] = [
     _manifest_value, _manifest_value, _manifest_duplicate, _rule_yaml, _rule_yaml, _parquet_bytes, _parquet_schema,
-    _rows_lie, _special_file,
+    _rows_lie, _special_file, _cell_values, _cell_values,
 ]
 
 
