@@ -440,6 +440,14 @@ _SUB_AGENTS = ("V1 SDK sub-agents (DelegateTool `delegate` tasks, TaskTool `task
 
 def _sub_agent_drops(subs: SubAgentCounts, session: ImportSession) -> None:
     """Say what became of every sub-agent run the lines launched (count = runs)."""
+    if subs.branch_points:
+        session.add_drop(target="steps", action="unobserved", declaration="source_missing",
+                         loss_class="sequence_information_loss", count=subs.branch_points,
+                         reason=f"{subs.branched_histories} V1 histories (or sub-agent runs) are conversation trees "
+                         "(software-agent-sdk fork / navigate: an event's parent_id names an earlier event, not "
+                         "the one before it): their branches are imported one after another in file order, each "
+                         "step's payload keeps parent_id; count = events that start a branch. Which branch was "
+                         "the conversation's final one is not in output.jsonl")
     if subs.nested:
         session.note(f"{subs.nested} of {subs.launched} V1 sub-agent run(s) nested from {subs.archives} "
                      "conversations archive(s): span_begin/span_end under the launching call, the sub-agent's "

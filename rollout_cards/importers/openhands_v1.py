@@ -33,7 +33,7 @@ from .openai_chat import content_text
 from .openhands_archive import Conversation, ConversationArchive, Run, naive_time
 from .steps import StepBuffer, json_text
 
-__all__ = ["Launch", "SubAgentCounts", "V1Events", "launches", "run_end_state", "v1_step"]
+__all__ = ["Launch", "SubAgentCounts", "V1Events", "branch_points", "launches", "run_end_state", "v1_step"]
 
 _ROLES = {"user": "user", "agent": "assistant", "environment": "tool"}
 _RESULT_KINDS = ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent")
@@ -163,6 +163,34 @@ class SubAgentCounts:
     refused: int = 0  # launches of lines whose archive was refused (imported with --keep-going)
     refusals: list[str] = field(default_factory=list)
     archives: int = 0
+    #: events whose parent (software-agent-sdk's conversation tree, 2026-07) is not the event before them
+    branch_points: int = 0
+    branched_histories: int = 0
+
+
+#: event.types.ROOT_PARENT_ID: a parent_id naming no event, the root of a tree
+_ROOT = "__root__"
+
+
+def branch_points(events: list[Any]) -> int:
+    """How many events do not continue the one before them in `events` (file order).
+
+    software-agent-sdk keeps a conversation as a tree since 2026-07 (event/base.py `parent_id`,
+    conversation/event_store.py `_effective_parent_id` @611629e6): an event's parent is its
+    `parent_id`, the root for "__root__", else (legacy events) the event before it. A fork or a
+    navigate appends events whose parent is an earlier one; the log then holds several branches
+    one after another, and reading it in order joins them."""
+    n = 0
+    for i in range(1, len(events)):
+        event, before = events[i], events[i - 1]
+        if not isinstance(event, dict) or not isinstance(before, dict):
+            continue
+        parent = event.get("parent_id")
+        if parent is None:
+            continue  # legacy: the event before it
+        if parent == _ROOT or parent != before.get("id"):
+            n += 1
+    return n
 
 
 def _in(t: datetime | None, start: datetime | None, end: datetime | None) -> bool:
@@ -187,6 +215,10 @@ class V1Events:
         """Map `events` (of conversation `conv`; the line's history when `members` is None, else
         a run's events and the archive member of each)."""
         pairs = self._pairs(events, conv) if conv is not None else {}
+        forks = branch_points(events)
+        if forks:
+            self.counts.branch_points += forks
+            self.counts.branched_histories += 1
         for i, event in enumerate(events):
             where = f"history[{i}]" if members is None else f"{self.archive.name if self.archive else ''} " \
                 f"member {members[i]!r}"

@@ -360,3 +360,25 @@ def test_v1_sub_agents_are_not_in_the_line_and_are_declared_with_their_count(tmp
     # the real lines alone launch no sub-agent: no such drop
     _r, plain = run_import("openhands", [external(V1)], tmp_path / "p")
     assert not [d for d in plain.manifest.drops if "V1 SDK sub-agents" in d.reason]
+
+
+def _tree_event(i, parent, text):
+    return {"kind": "MessageEvent", "source": "user", "id": f"e{i}", "parent_id": parent,
+            "llm_message": {"role": "user", "content": [{"type": "text", "text": text}]}}
+
+
+@pytest.mark.parametrize(("parents", "forks"), [
+    # software-agent-sdk @611629e6 event/base.py parent_id: None (legacy: the event before), an id, "__root__"
+    ([None, None, None], 0), ([None, "e0", "e1"], 0),
+    ([None, "e0", "e1", "e0"], 1),  # a fork from e0 after e2: a second branch follows the first
+    ([None, "e0", "__root__", "e2"], 1),  # a new root (navigate to an empty head)
+])
+def test_a_v1_conversation_tree_is_declared(tmp_path, parents, forks):
+    history = [_tree_event(i, p, f"m{i}") for i, p in enumerate(parents)]
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(_sdk_line(history)) + "\n")
+    _r, card = run_import("openhands", [path], tmp_path / "c")
+    assert card.steps(columns=["content"]).column("content").to_pylist() == [f"m{i}" for i in range(len(parents))]
+    drops = [d for d in card.manifest.drops if d.loss_class == "sequence_information_loss"]
+    assert [d.count for d in drops] == ([forks] if forks else [])
+    assert_valid(tmp_path / "c")
