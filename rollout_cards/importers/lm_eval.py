@@ -35,7 +35,7 @@ from ..errors import SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import JsonStream, parse_json
-from .lm_eval_runs import Run, find_runs, open_runs
+from .lm_eval_runs import Run, find_runs, open_runs, write_out_sample
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
 from .steps import StepBuffer, json_text
@@ -82,6 +82,12 @@ class LmEvalImporter:
             _import_run(session, state, this, run, results)
         if not session.episodes_written and not any(run["samples"] for _t, run, _r in opened):
             name = next((run["results"][0] for _t, run, _r in opened if "results" in run), request.sources[0])
+            if any(run.get("v03") for _t, run, _r in opened):
+                raise SourceFormatError(
+                    "is an lm-eval 0.3 results file (results, versions, config): it holds each task's aggregate "
+                    "metrics only, and a card is made of per-sample results; lm-eval 0.3 wrote those only when "
+                    "run with --write_out (<task>_write_out_info.json in --output_base_path): import them with "
+                    "it, or re-run with lm-eval >= 0.4 and --log_samples", file=str(name))
             raise SourceFormatError("is an lm-eval results file without samples files: lm-eval writes the per-sample "
                                     "results (samples_<task>_<time>.jsonl) only when run with --log_samples, and a "
                                     "card is made of the samples; re-run with --log_samples and import the output "
@@ -244,6 +250,8 @@ def _import_samples(session: ImportSession, state: _State, path: Path, task: str
     for label, raw in session.guard(_records(path)):
         with session.record():
             sample = parse_json(raw, str(path), label, constants=True) if isinstance(raw, bytes) else raw
+            if this.write_out:
+                sample = write_out_sample(sample)
             probe = StepBuffer("", file=str(path), record=label)
             if not isinstance(sample, dict):
                 raise probe.error("is not a JSON object")
