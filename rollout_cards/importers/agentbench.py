@@ -24,6 +24,9 @@ as rules over the runs.jsonl lines (the assigner's completions; error.jsonl line
 among them); the task's own score (`overall.json` `custom`) needs the task server and is
 not in the lines (an `overall.json` beside runs.jsonl is kept as an artifact).
 
+AgentBench v0.1's task output (`runs.jsonl` of `{index, input, output, target}` lines, with
+`generation.jsonl` and `results.json` beside it) is read by `agentbench_v01`.
+
 A source may be a task directory (`runs.jsonl`, `error.jsonl`, `overall.json`), an agent
 directory or the output directory above them. The assigner retries a sample whose worker
 failed (`auto_retry`, on by default): its error.jsonl line is then an earlier attempt of a
@@ -38,9 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
+from .agentbench_v01 import V01Counts, add_history, is_v01_line, read_v01
 from .base import ImportRequest
 from .json_stream import iter_jsonl, read_document
-from .openai_chat import ChatMapping, add_chat_messages
+from .openai_chat import ChatMapping
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
 from .source_dir import children
@@ -88,12 +92,16 @@ class AgentBenchImporter:
                 task = str(request.options.get("task") or file.resolve().parent.name or file.stem)
                 groups.setdefault((agent, task), []).append((file, request.url(index)))
         retried: Counter[tuple[str, str]] = Counter()
+        v01 = V01Counts()
         for (agent, task), files in groups.items():
             tally = counts.setdefault((agent, task), Counter())
             files.sort(key=lambda f: f[0].name == "error.jsonl")  # runs.jsonl first
             done: set[Any] = set()
             for path, url in files:
                 session.add_source(path, self.name, url)
+                if path.name == "runs.jsonl" and _first_is_v01(path):
+                    read_v01(session, path, agent, task, chat, v01)
+                    continue
                 is_error = path.name == "error.jsonl"
                 records = list(_lines(session, path)) if is_error else _lines(session, path)
                 last = {_index(r): i for i, (_n, r) in enumerate(records)} if is_error else {}
@@ -122,8 +130,17 @@ class AgentBenchImporter:
                              "(auto_retry); the sample is the later line: " + ", ".join(
                                  f"{a}/{t}: {n}" for (a, t), n in sorted(retried.items())),
                              count=sum(retried.values()))
-        _declare_rules(session, counts)
+        v01.declare(session)
+        _declare_rules(session, {k: c for k, c in counts.items() if c})
         _declare_missing(session)
+
+
+def _first_is_v01(path: Path) -> bool:
+    """Whether the first line of a runs.jsonl is AgentBench v0.1's (read again by read_v01)."""
+    with open(path, "rb") as fh:
+        for _number, record in iter_jsonl(fh, str(path)):
+            return is_v01_line(record)
+    return False
 
 
 def _task_files(directory: Path, depth: int) -> list[Path]:
@@ -176,10 +193,9 @@ def _episode(
         raise probe.error(f"index {sample!r} is not a sample index (an integer or a string)")
     episode_id = f"{agent}/{task}/{sample}"
     steps = StepBuffer(episode_id, file=str(path), record=f"{label} (index {sample})")
-    if "target" in record and "input" in record and "time" not in record and "error" not in record:
-        # AgentBench v0.1 (src/task.py save_runs_all): {index, input, output, target}, no sample status
-        raise steps.error("is an AgentBench v0.1 runs.jsonl line (index, input, output, target: no sample status, "
-                          "no time); this importer reads the v0.2+ task-server output (output.status, time)")
+    if is_v01_line(record):  # a v0.1 line after v0.2+ lines (a v0.1 file is read by agentbench_v01)
+        raise steps.error("is an AgentBench v0.1 runs.jsonl line (index, input, output, target) in a file whose "
+                          "first line is v0.2+ task-server output (output.status, time)")
     output = record.get("output")
     if output is None:
         output = {}
@@ -219,17 +235,7 @@ def _episode(
             if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not 0 <= stamp < 1e14:
                 raise steps.error(f"time.timestamp {stamp!r} is not epoch milliseconds")
             row["ended_at"] = int(stamp * 1000)  # AgentBench writes time.time() * 1000
-    history = output.get("history")
-    if history is not None:
-        if not isinstance(history, list):
-            raise steps.error(f"output.history is {type(history).__name__}, expected a list")
-        messages = []
-        for i, item in enumerate(history):
-            if not isinstance(item, dict):
-                raise steps.error(f"output.history[{i}] is not an object")
-            # v0.2 ChatHistoryItem has role user / agent; later versions use OpenAI messages
-            messages.append({**item, "role": "assistant"} if item.get("role") == "agent" else item)
-        add_chat_messages(steps, messages, chat, field="output.history")
+    add_history(steps, output.get("history"), chat, "output.history")
     rest = {k: v for k, v in record.items() if k not in _KNOWN}
     rest.update({f"output.{k}": v for k, v in output.items() if k not in _OUTPUT})
     if rest:

@@ -27,6 +27,7 @@ from ..errors import SourceFormatError
 from .json_stream import read_document
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
+from .source_values import literals
 from .steps import json_text
 
 __all__ = ["SAMPLES_FILE", "EvalScores", "sample_columns", "unwrap_sample"]
@@ -49,7 +50,7 @@ def unwrap_sample(record: Any, is_atif: Any) -> tuple[dict[str, Any], dict[str, 
 
 def item_key(item_id: Any) -> str:
     """An item id as a key that keeps its JSON type (1 and "1" are different items)."""
-    return json_text(_literal(item_id))
+    return json_text(literals(item_id))
 
 
 @dataclass
@@ -113,7 +114,7 @@ class EvalScores:
             ev.imported.append(number)
             rest = {k: v for k, v in item.items() if k != "id" and not (k == "score" and number is not None)}
             if rest:
-                row[f"meta.{part}_eval"] = json_text(_literal(rest))  # reasoning, error, a non-number score
+                row[f"meta.{part}_eval"] = json_text(literals(rest))  # reasoning, error, a non-number score
         return row
 
     def declare(self) -> None:
@@ -151,18 +152,6 @@ class EvalScores:
             ))
 
 
-def _literal(value: Any) -> Any:
-    """`value` with NaN / Infinity (which json.dumps writes and JSON text cannot hold) as the text of
-    the literal the file has."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {k: _literal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_literal(v) for v in value]
-    return value
-
-
 def sample_columns(sample: dict[str, Any]) -> dict[str, Any]:
     """The meta columns of an AtifEvalSample's fields other than the trajectory and item_id."""
     row: dict[str, Any] = {}
@@ -170,8 +159,8 @@ def sample_columns(sample: dict[str, Any]) -> dict[str, Any]:
                         ("metadata", "meta.sample_metadata")):
         value = sample.get(key)
         if value not in (None, {}, ""):
-            row[column] = value if isinstance(value, str) else json_text(_literal(value))
+            row[column] = value if isinstance(value, str) else json_text(literals(value))
     rest = {k: v for k, v in sample.items() if k not in _SAMPLE_KEYS}
     if rest:
-        row["meta.sample_record"] = json_text(_literal(rest))
+        row["meta.sample_record"] = json_text(literals(rest))
     return row

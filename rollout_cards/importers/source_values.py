@@ -12,7 +12,7 @@ from typing import Any
 
 from .steps import StepBuffer
 
-__all__ = ["INT64_MAX", "integer", "number", "text"]
+__all__ = ["INT64_MAX", "integer", "literals", "number", "text"]
 
 INT64_MAX = (1 << 63) - 1
 
@@ -57,3 +57,16 @@ def _show(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
         return f"an integer of {len(str(abs(value)))} digits"
     return repr(value)[:60]
+
+
+def literals(value: Any) -> Any:
+    """`value` with each NaN / Infinity (which Python's json.dumps writes and JSON text cannot
+    hold) replaced by the text of its literal, "NaN", "Infinity" or "-Infinity", so it can be
+    kept as JSON text without losing what the source said."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: literals(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [literals(v) for v in value]
+    return value
