@@ -279,11 +279,73 @@ def _inspect_eval(into: Path) -> Seed:
     return Seed([archive], members=members, pack=pack)
 
 
+def _harbor_job(into: Path) -> Seed:
+    """A Harbor job directory (tests/importers/harbor_jobs.py): result.json, trials with trajectories."""
+    from tests.importers.harbor_jobs import Trial, write_job
+
+    trials = [Trial(f"task-{i}", f"Ab{i:05d}", reward=float(i % 2), exception=None if i else "AgentTimeoutError")
+              for i in range(3)]
+    return Seed([write_job(into / "job", trials, trajectory=SOURCES / "atif" / "trajectory.json")])
+
+
+def _nemo_eval(into: Path) -> Seed:
+    """A `nat eval` output directory's workflow_output_atif.json with two evaluators' outputs."""
+    from tests.importers.nemo_eval_runs import write_run
+
+    items = [(1, "2*3?", "6", "6"), (2, "4*5?", "20", "21"), ("q-3", "1+1?", "2", "2")]
+    return Seed([write_run(into / "run", items, {"accuracy": {1: 1.0, 2: 0.0, "q-3": 1.0},
+                                                  "trajectory": {1: 0.5, 2: ("error", "boom"), "q-3": 0.75}})])
+
+
+def _lm_eval_v03(into: Path) -> Seed:
+    """lm-eval 0.3: results.json + one <task>_write_out_info.json (evaluator.py @80ae5a8b6)."""
+    run = into / "out"
+    run.mkdir()
+    entries = [{"doc_id": i, "prompt_0": f"Q{i} A", "prompt_1": f"Q{i} B", "logit_0": -1.5, "logit_1": -0.5,
+                "truth": 1, "acc": str(i % 2 == 1)} for i in range(4)]
+    (run / "demo_write_out_info.json").write_text(json.dumps(entries, indent=4))
+    (run / "results.json").write_text(json.dumps({"results": {"demo": {"acc": 0.5, "acc_stderr": 0.28}},
+                                                  "versions": {"demo": 0},
+                                                  "config": {"model": "hf-causal", "model_args": "pretrained=m"}}))
+    return Seed([run])
+
+
+def _agentbench_v01(into: Path) -> Seed:
+    """An AgentBench v0.1 task output directory (src/task.py @873b35a on branch v0.1)."""
+    d = into / "outputs" / "2023-10-08-00-09-40" / "os-std"
+    d.mkdir(parents=True)
+    rows = [({"q": "2+2?"}, "4", "4"), ({"q": "ls"}, "x", None)]
+    (d / "generation.jsonl").write_text("".join(json.dumps(
+        {"index": i, "input": inp, "output": out, "history": [{"role": "user", "content": inp["q"]},
+                                                              {"role": "agent", "content": str(out)}],
+         "exception_raised": out is None}) + "\n" for i, (inp, _t, out) in enumerate(rows)))
+    (d / "runs.jsonl").write_text("".join(json.dumps({"index": i, "input": inp, "output": out, "target": t}) + "\n"
+                                          for i, (inp, t, out) in enumerate(rows)))
+    (d / "results.json").write_text(json.dumps({"EM": 0.5}, indent=4))
+    return Seed([d])
+
+
+def _swe_bench_details(into: Path) -> Seed:
+    """An experiments submission of the mini-SWE-agent family: per_instance_details.json + metadata.yaml."""
+    d = into / "20260217_mini-v2.0.0_model-x"
+    d.mkdir()
+    (d / "per_instance_details.json").write_text(json.dumps({
+        "a__a-1": {"cost": 0.5, "api_calls": 10, "resolved": True},
+        "b__b-2": {"cost": 0.25, "api_calls": 4, "resolved": False}}, indent=2))
+    (d / "metadata.yaml").write_text("info:\n  name: mini-SWE-agent\ntags:\n  model: [model-x]\n")
+    return Seed([d])
+
+
 #: key -> writes a valid seed input under the given directory: at least one entry per importer,
 #: keyed by its format (a second seed of a format is keyed "<format>:<what>").
 SEEDS: dict[str, Callable[[Path], Seed]] = {
     "atif": lambda d: Seed([_copy("atif/trajectory.json", d), _copy("atif/trajectories.jsonl", d)],
                            ["--field", "task=extra.task_id", "--field", "score.reward=extra.reward"]),
+    "atif:harbor-job": _harbor_job,
+    "atif:nemo-eval": _nemo_eval,
+    "agentbench:v0.1": _agentbench_v01,
+    "lm-eval:v0.3-write-out": _lm_eval_v03,
+    "swe-bench:per-instance-details": _swe_bench_details,
     "chat-jsonl": _chat,
     "inspect": lambda d: Seed([_copy("inspect/synthetic.json", d)]),
     "inspect:eval-zstd": _inspect_eval,
