@@ -72,7 +72,8 @@ class AgentBenchImporter:
     """AgentBench v0.2 task-server output: `runs.jsonl` / `error.jsonl`, one sample per line."""
 
     name = "agentbench"
-    summary = "AgentBench runs.jsonl / error.jsonl (one finished sample per line), or their output directories"
+    summary = ("AgentBench runs.jsonl / error.jsonl (one finished sample per line; v0.1 with generation.jsonl), or "
+               "their output directories")
     options = {"task": "the AgentBench task name (default: the file's parent directory name)"}
     directories = True
 

@@ -82,7 +82,8 @@ class AtifImporter(ChatJsonlImporter):
     """ATIF trajectories (schema_version ATIF-v1.x) and Harbor trial / job directories."""
 
     name = "atif"
-    summary = "ATIF trajectories (ATIF-v1.0 to v1.7, sub-agents nested) or Harbor trial / job directories"
+    summary = ("ATIF trajectories (ATIF-v1.0 to v1.7, sub-agents nested), Harbor trial / job directories, or a "
+               "NeMo Agent Toolkit nat eval workflow_output_atif.json")
     atif_only = True
     directories = True
 

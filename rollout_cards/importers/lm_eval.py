@@ -68,7 +68,8 @@ class LmEvalImporter:
     """lm-evaluation-harness output: results_<time>.json + samples_<task>_<time>.jsonl."""
 
     name = "lm-eval"
-    summary = "lm-evaluation-harness --log_samples output: results_<time>.json and samples_<task>_<time>.jsonl"
+    summary = ("lm-evaluation-harness --log_samples output: results_<time>.json and samples_<task>_<time>.jsonl "
+               "(0.3: results + <task>_write_out_info.json)")
     options: dict[str, str] = {}
     directories = True
 

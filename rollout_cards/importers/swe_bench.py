@@ -73,7 +73,7 @@ class SweBenchImporter:
     name = "swe-bench"
     summary = ("SWE-bench harness reports (schema_version 2) with the per-instance report.json files and the "
                "predictions; or a directory holding them; or an experiments-style submission directory "
-               "(all_preds.jsonl, results/results.json, logs/<instance>/report.json)")
+               "(all_preds.jsonl, results/results.json or per_instance_details.json, logs/<instance>/report.json)")
     options = {"predictions": "predictions file (JSON list, JSON object by instance id, or JSONL) whose patches become artifacts"}
     directories = True
 
