@@ -20,6 +20,7 @@ task's own code over outputs and targets; results.json is kept in card meta.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..errors import SourceFormatError
 from .json_stream import iter_jsonl, read_document
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
+from .source_dir import regular_file
 from .source_values import literals
 from .steps import StepBuffer, json_text
 
@@ -86,7 +88,8 @@ def read_v01(session: ImportSession, path: Path, agent: str, task: str, chat: Ch
     directory = path.parent
     histories = _generations(session, directory / "generation.jsonl", counts)
     results = directory / "results.json"
-    if results.is_file() and not results.is_symlink():
+    if os.path.lexists(results):
+        regular_file(results, what="AgentBench v0.1 results.json")  # a link, FIFO or directory is refused
         session.add_source(results, "agentbench-v0.1-results")
         metrics = read_document(results, max_value_chars=_MAX_RESULTS, constants=True)
         counts.results[f"{agent}/{task}"] = json.loads(json_text(literals(metrics)))
@@ -113,8 +116,9 @@ def read_v01(session: ImportSession, path: Path, agent: str, task: str, chat: Ch
 
 def _generations(session: ImportSession, path: Path, counts: V01Counts) -> dict[Any, tuple[str, dict[str, Any]]]:
     out: dict[Any, tuple[str, dict[str, Any]]] = {}
-    if not path.is_file() or path.is_symlink():
+    if not os.path.lexists(path):
         return out
+    regular_file(path, what="AgentBench v0.1 generation.jsonl")  # a link, FIFO or directory is refused
     session.add_source(path, "agentbench-v0.1-generation")
     with open(path, "rb") as fh:
         for number, record in session.guard(iter_jsonl(fh, str(path))):

@@ -261,8 +261,8 @@ class _Harbor:
         if rest:
             row["meta.record"] = json_text(rest)  # fields of a newer TrialResult, kept as written
         trajectory = path / "agent" / "trajectory.json"
-        if trajectory.is_file() and not trajectory.is_symlink():
-            record = _read_json(trajectory)
+        if os.path.lexists(trajectory):
+            record = _read_json(trajectory)  # a link, FIFO or directory is refused, not taken for no trajectory
             if not is_atif(record):
                 raise SourceFormatError("is not an ATIF trajectory", file=str(trajectory))
             self.session.add_source(trajectory, "atif", None)

@@ -83,3 +83,13 @@ def test_a_v02_line_in_a_v01_file_names_the_line(tmp_path):
     with pytest.raises(SourceFormatError, match="line 4") as err:
         run_import("agentbench", [d], tmp_path / "c")
     assert "v0.1" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["generation.jsonl", "results.json"])
+def test_a_special_file_beside_runs_jsonl_is_refused_by_name(tmp_path, name):
+    d = _task(tmp_path)
+    (d / name).unlink()
+    (d / name).symlink_to(tmp_path)
+    with pytest.raises(SourceFormatError) as err:  # runs.jsonl named: the directory listing's own check not met
+        run_import("agentbench", [d / "runs.jsonl"], tmp_path / "c")
+    assert name in str(err.value) and "link" in str(err.value)

@@ -135,3 +135,13 @@ def test_two_jobs_keep_both_job_records_and_a_job_twice_is_refused(tmp_path):
     assert_valid(tmp_path / "c")
     with pytest.raises(SourceFormatError, match="a job is imported once"):
         run_import("atif", [a, a], tmp_path / "d")
+
+
+def test_a_linked_trajectory_is_refused_not_taken_for_none(tmp_path):
+    trials = _trials(1)
+    job = write_job(tmp_path / "job", trials)
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (job / trials[0].name / "agent" / "trajectory.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(SourceFormatError, match="link") as err:
+        run_import("atif", [job], tmp_path / "c")
+    assert "trajectory.json" in str(err.value)
