@@ -37,7 +37,9 @@ form written by Inspect's own recorder). Measured against what an Inspect user r
 read_eval_log + accuracy of the first scorer against `rcard rescore` of the imported card
 (target: >= 20x faster). The four are run interleaved, round by round, and each ratio is the
 median of the rounds' ratios, so a shared machine's load falls on both sides alike; module
-loading is untimed on both sides. `--keep` keeps (and reuses) the generated logs. `--inspect-gb N` writes a .eval of N GB (samples padded with
+loading is untimed on both sides. `--keep` keeps (and reuses) the generated logs. `--baseline DIR`
+also runs, in the same rounds, `rcard import` with the `rollout_cards` of DIR (e.g. `git archive main |
+tar -x -C DIR`): before/now ratios of the import measured under the same load. `--inspect-gb N` writes a .eval of N GB (samples padded with
 ~200 KB of tool output each) and measures one `rcard import` of it (target: peak RSS
 under 1 GB); read_eval_log of it is not run (it holds every sample in memory).
 """
@@ -163,7 +165,20 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
             "peak_rss_mb": peak_rss_mb()}
 
 
-def _inspect(samples: int, repeats: int, keep: bool = False) -> int:
+def _baseline_child(code: Path, *args: str) -> dict:
+    """`run_child` with the `rollout_cards` of `code` first on the path (the editable install comes after)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(code.resolve())}
+    out = subprocess.run([sys.executable, str(Path(__file__)), "--child", *args], capture_output=True, text=True,
+                         check=False, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"baseline child failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _inspect(samples: int, repeats: int, keep: bool = False, baseline: Path | None = None) -> int:
     """Both formats; the four measurements interleaved round by round (read, import, read +
     accuracy, rescore), so the load of a shared machine falls on both sides alike; each ratio
     is the median of the rounds' ratios."""
@@ -184,9 +199,12 @@ def _inspect(samples: int, repeats: int, keep: bool = False) -> int:
     for fmt, source in sources.items():
         out = work / f"card-{fmt}"
         runs: dict[str, list[dict]] = {m: [] for m in modes}
+        before: list[dict] = []
         for _ in range(repeats):
             for mode in modes:
                 runs[mode].append(run_child(Path(__file__), mode, str(source), str(out)))
+            if baseline is not None:
+                before.append(_baseline_child(baseline, "inspect-import", str(source), str(work / f"card-{fmt}-before")))
         seconds = {m: [r["seconds"] for r in runs[m]] for m in modes}
         print(f"\n{fmt} ({source.stat().st_size / 1e6:.1f} MB): {repeats} rounds, each measurement in a fresh "
               "process; median seconds (min-max), peak RSS = max over rounds")
@@ -202,6 +220,13 @@ def _inspect(samples: int, repeats: int, keep: bool = False) -> int:
         cpu_speed = [a / b for a, b in zip(cpu["inspect-read"], cpu["inspect-import"], strict=True)]
         print(f"{fmt}: in CPU s rcard import is {statistics.median(cpu_speed):.2f}x as fast as read_eval_log "
               f"(rounds {', '.join(f'{x:.2f}' for x in cpu_speed)})")
+        if before:
+            then = [r["cpu_seconds"] for r in before]
+            gain = [a / b for a, b in zip(then, cpu["inspect-import"], strict=True)]
+            was = [a / b for a, b in zip(cpu["inspect-read"], then, strict=True)]
+            print(f"{fmt}: baseline ({baseline}) rcard import CPU s {statistics.median(then):.2f} (rounds "
+                  f"{', '.join(f'{x:.2f}' for x in then)}); before/now {statistics.median(gain):.2f}x (rounds "
+                  f"{', '.join(f'{x:.2f}' for x in gain)}); read / baseline import {statistics.median(was):.2f}x")
         speed = [a / b for a, b in zip(seconds["inspect-read"], seconds["inspect-import"], strict=True)]
         fast = [a / b for a, b in zip(seconds["inspect-accuracy"], seconds["inspect-rescore"], strict=True)]
         s1, s2 = statistics.median(speed), statistics.median(fast)
@@ -260,6 +285,8 @@ def main() -> int:
     parser.add_argument("--inspect", action="store_true", help="benchmark Inspect logs instead (inspect extra)")
     parser.add_argument("--samples", type=int, default=3000, help="samples of the Inspect logs (default 3000)")
     parser.add_argument("--inspect-gb", type=float, default=None, help="peak RSS of importing a .eval this many GB")
+    parser.add_argument("--baseline", type=Path, default=None, help="with --inspect: also import with the "
+                        "rollout_cards of this directory in the same rounds (before/now)")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "SOURCE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -269,7 +296,7 @@ def main() -> int:
     if args.inspect_gb:
         return _inspect_large(args.inspect_gb)
     if args.inspect:
-        return _inspect(args.samples, args.repeats, keep=args.keep)
+        return _inspect(args.samples, args.repeats, keep=args.keep, baseline=args.baseline)
     if args.real:
         return real_bench(lambda mode, src, out: _median_runs(mode, src, out, args.repeats), args.repeats)
 
