@@ -114,6 +114,11 @@ def _child(mode: str, source: Path, out: Path) -> dict:
 
     if mode.startswith("inspect"):
         return _inspect_child(mode, source, out)
+    from rollout_cards.cli import without_pandas
+
+    # As `rcard import` of a built-in format does (cli/importers.py): pyarrow's first conversion
+    # would import pandas (~0.6 CPU s, counted as the import's before), which no built-in importer uses.
+    without_pandas.block()
     shutil.rmtree(out, ignore_errors=True)
     t0, c0 = time.perf_counter(), time.process_time()
     if mode.startswith("real"):  # every real source of one format: json.load of its files, or the import
