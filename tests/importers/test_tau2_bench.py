@@ -192,3 +192,36 @@ def test_truncated_file_is_an_error_naming_it(tmp_path):
     src.write_text(json.dumps(_results([_sim(0, "t0", "user_stop")], ["t0"]))[:-40])
     with pytest.raises(SourceFormatError, match="r.json"):
         run_import("tau2-bench", [src], tmp_path / "card")
+
+
+def _canonical(value):
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@pytest.mark.parametrize("rel", REAL)
+def test_json_texts_of_the_real_results_are_the_sources_values_in_canonical_form(rel, tmp_path):
+    # reward_info, the results artifact (tasks), step payloads and tool-call arguments are written
+    # as canonical JSON (sorted keys, compact, UTF-8 kept) — here compared with plain json.dumps of
+    # the file's own values (the import encodes them with msgspec where that gives the same text).
+    import hashlib
+
+    path = external(rel)
+    doc = json.loads(path.read_text())
+    _, card = run_import("tau2-bench", [path], tmp_path / "card")
+    ep = {e["episode_id"]: e for e in card.episodes().to_pylist()}
+    for s in doc["simulations"]:
+        assert ep[s["id"]]["meta.reward_info"] == _canonical(s["reward_info"])
+    sha = next(iter(ep.values()))["meta.results_artifact"]
+    blob = (tmp_path / "card" / "artifacts" / sha).read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == sha
+    assert json.loads(blob) == {k: v for k, v in doc.items() if k != "simulations"}
+    steps = card.steps().to_pylist()
+    by_episode = defaultdict(list)
+    for st in steps:
+        by_episode[st["episode_id"]].append(st)
+    for s in doc["simulations"]:
+        got = by_episode[s["id"]]
+        assert all(st["payload"] is None or st["payload"] == _canonical(json.loads(st["payload"])) for st in got)
+        args = [st["args"] for st in got if st["kind"] == "tool_call"]
+        sent = [c["arguments"] for m in s["messages"] for c in (m.get("tool_calls") or [])]
+        assert args == [_canonical(a) if a else None for a in sent]
