@@ -225,3 +225,24 @@ def test_json_texts_of_the_real_results_are_the_sources_values_in_canonical_form
         args = [st["args"] for st in got if st["kind"] == "tool_call"]
         sent = [c["arguments"] for m in s["messages"] for c in (m.get("tool_calls") or [])]
         assert args == [_canonical(a) if a else None for a in sent]
+
+
+def test_a_bad_step_before_a_bad_message_is_the_error_raised(tmp_path):
+    # The steps are handed to the StepBuffer in bulk after the messages are read; the first error in
+    # the file's order must still be the one raised: here a reused call id whose call names another
+    # source id (message 3), before a message that is not an object (message 4).
+    sim = _sim(0, "t0", "user_stop")
+    sim["messages"] += [
+        _message("assistant", None, tool_calls=[{"id": "c1", "name": "lookup", "arguments": {"q": 2},
+                                                 "requestor": "assistant", "source_call_id": "c9"}]),
+        "not a message"]
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(_results([sim], ["t0"])))
+    with pytest.raises(SourceFormatError, match=r"step 3: payload\.source_call_id is 'c9', but the source call id "
+                                                r"is 'c1'") as err:
+        run_import("tau2-bench", [src], tmp_path / "card")
+    assert err.value.file == str(src) and err.value.record == "simulation sim-0"
+    sim["messages"].pop()  # without the bad message after it: the same error
+    src.write_text(json.dumps(_results([sim], ["t0"])))
+    with pytest.raises(SourceFormatError, match=r"step 3: payload\.source_call_id is 'c9'"):
+        run_import("tau2-bench", [src], tmp_path / "card2")
