@@ -44,7 +44,7 @@ from .rule_files import rule_document
 from .session import ImportSession, read_source
 from .source_dir import children, directory_name, exit_statuses, regular_file
 from .source_values import INT64_MAX, integer, number, text
-from .steps import StepBuffer, json_text
+from .steps import StepBuffer, decoded_json_text, json_text
 
 __all__ = ["UNRECORDED", "MessageCounts", "MiniSweAgentImporter", "add_messages", "check_trajectory_format",
            "terminal_state"]
@@ -396,7 +396,7 @@ def _import_traj(session: ImportSession, state: _State, path: Path, data: bytes 
     submission = text(steps, info.get("submission"), "info.submission")
     _patch(session, row, pred, submission)
     if config is not None:
-        row["meta.config_artifact"] = session.add_artifact(json_text(config).encode("utf-8"))
+        row["meta.config_artifact"] = session.add_artifact(decoded_json_text(config).encode("utf-8"))
     version = info.get("mini_version")
     if isinstance(version, str):
         state.versions.add(version)

@@ -29,7 +29,7 @@ from ..io.call_ids import CallIds, with_source_call_id
 from ..jsondoc import fast_texts
 from ..tables import STEP_COLUMNS, StepKind
 
-__all__ = ["StepBuffer", "json_text", "parse_timestamp"]
+__all__ = ["StepBuffer", "decoded_json_text", "json_text", "parse_timestamp"]
 
 _KINDS = frozenset(k.value for k in StepKind)
 # The exact types `extend` takes without a closer look (anything else: `add` decides, step by step).
@@ -48,6 +48,16 @@ _ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, 
 def json_text(value: Any) -> str:
     """Deterministic JSON text of a source value (sorted keys, UTF-8 kept, no NaN)."""
     return _ENCODE(value)
+
+
+def decoded_json_text(value: Any) -> str:
+    """`json_text(value)` of a value a strict JSON decoder gave (jsondoc, JsonStream: NaN and
+    Infinity refused), by msgspec's encoder where that writes the same text (`jsondoc.fast_texts`,
+    2-3x faster on the nested objects of agent logs). With no non-finite float possible, a `null`
+    in the text is a JSON null (`finite`), so a value holding nulls takes the fast path too."""
+    got = fast_texts([value], finite=True)
+    text = got[0] if got is not None else None
+    return _ENCODE(value) if text is None else text
 
 
 def parse_timestamp(value: Any, *, file: str, record: str | None) -> int | None:

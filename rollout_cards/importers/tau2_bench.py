@@ -41,7 +41,7 @@ from .rule_files import rule_document
 from .session import ImportSession
 from .source_dir import children, regular_file
 from .source_values import INT64_MAX, integer, number, text
-from .steps import StepBuffer, json_text
+from .steps import StepBuffer, decoded_json_text, json_text
 from .tau_bench import pass_hat_k
 
 __all__ = ["STATUS", "Tau2BenchImporter"]
@@ -177,7 +177,7 @@ def _tasks(stream: JsonStream, path: Path) -> tuple[list[str], list[str]]:
     for i, task in stream.array_items(label="tasks[{}]"):
         if not isinstance(task, dict) or not isinstance(task.get("id"), (str, int)) or isinstance(task.get("id"), bool):
             raise SourceFormatError("is not a task with an id", file=str(path), record=f"tasks[{i}]")
-        out.append(_text(task))
+        out.append(decoded_json_text(task))
         ids.append(str(task["id"]))
     return out, ids
 
@@ -323,7 +323,7 @@ class _Run:
             basis = reward_info.get("reward_basis")
             if isinstance(basis, list):
                 row["meta.reward_basis"] = ",".join(str(b) for b in basis)
-            row["meta.reward_info"] = _text(reward_info)
+            row["meta.reward_info"] = decoded_json_text(reward_info)  # reward_info holds nulls
         if reward is None:
             state.no_reward += 1
         note = reward_info.get("info", {}).get("note") if isinstance(reward_info, dict) and isinstance(
@@ -386,15 +386,6 @@ class _Run:
     def close(self) -> None:
         if self.count == 0 and not self.missing_index and not self.session.malformed:
             self.session.note(f"{self.path.name} holds no simulations")
-
-
-def _text(value: Any) -> str:
-    """`json_text(value)` of a value JsonStream decoded, by msgspec's encoder where that gives the
-    same text (`jsondoc.fast_texts`, several times faster). The stream refuses NaN and Infinity, so
-    a null in the text is a JSON null (`finite`): reward_info and task definitions hold many."""
-    got = fast_texts([value], finite=True)
-    text_ = got[0] if got is not None else None
-    return json_text(value) if text_ is None else text_
 
 
 def _time(steps: StepBuffer, value: Any, field: str) -> int | None:
@@ -568,7 +559,7 @@ def _extend(steps: StepBuffer, out: list[tuple[Any, ...]], calls: list[int], arg
     as `_payload` writes them: encoded in one go, one by one where that cannot be."""
     if args_at:
         values = [out[k][6] for k, _, _ in args_at]
-        texts = fast_texts(values) or [None] * len(values)
+        texts = fast_texts(values, finite=True) or [None] * len(values)  # JsonStream refuses NaN, Infinity
         for (k, i, j), value, encoded in zip(args_at, values, texts, strict=True):
             if encoded is None:
                 encoded = _payload(steps, value, f"messages[{i}].tool_calls[{j}]")

@@ -212,3 +212,38 @@ def test_extend_keeps_call_ids_orphans_and_payloads_as_the_row_path_does():
     assert json.loads(rows[3][14]) == {"source_call_id": "c"} and rows[3][4] == "tool"  # an orphan result
     assert rows[4][13] == 1.0 and type(rows[4][13]) is float
     assert steps.orphan_results == 1 and steps.reused_call_ids == 1
+
+
+def _random_json(rng, depth=0):
+    kind = rng.randrange(9 if depth < 4 else 6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.random() < 0.5
+    if kind == 2:
+        return rng.randrange(-(2**63), 2**63)
+    if kind == 3:  # floats whose repr msgspec writes otherwise (exponents, 0.0000x) among plain ones
+        return rng.choice([1e-05, 2.65e-05, 1e16, 1.5e-07, -0.0, 0.1, 123.456, 1e300, 5e-324, rng.random()])
+    if kind == 4:
+        return "".join(rng.choice(["a", "é", "\n", '"', "\\", "\u2028", "\x1f", "null", "😀", "0.00001"])
+                       for _ in range(rng.randrange(6)))
+    if kind == 5:
+        return rng.randrange(100)
+    if kind in (6, 7):
+        return {f"k{rng.randrange(20)}{rng.choice(['', 'é', ' '])}": _random_json(rng, depth + 1)
+                for _ in range(rng.randrange(5))}
+    return [_random_json(rng, depth + 1) for _ in range(rng.randrange(5))]
+
+
+def test_decoded_json_text_is_the_canonical_json_of_any_decoded_value():
+    # decoded_json_text takes msgspec's encoder where it writes what json_text writes, treating a
+    # null as a JSON null (a decoded value has no NaN); the reference is plain json.dumps.
+    import random
+
+    from rollout_cards.importers.steps import decoded_json_text
+
+    rng = random.Random(12)
+    for _ in range(3000):
+        value = json.loads(json.dumps(_random_json(rng)))
+        assert decoded_json_text(value) == json.dumps(value, sort_keys=True, ensure_ascii=False,
+                                                      separators=(",", ":"), allow_nan=False)
