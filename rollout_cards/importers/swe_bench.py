@@ -91,6 +91,11 @@ class SweBenchImporter:
         if not sources:  # instance reports only: logs/run_evaluation/<run>/<model>/<instance>/report.json
             rebuilt = report_from_instances(instance_reports, patches)
             models_dirs = {p.parent.parent for p in instance_reports.values()}
+            if len(models_dirs) > 1:  # logs/run_evaluation/<run>/<model>/: one agent per model directory
+                shown = ", ".join(str(d) for d in sorted(models_dirs)[:3])
+                raise SourceFormatError(f"holds instance report.json files of {len(models_dirs)} model directories "
+                                        f"({shown}) and no run report: import each model directory separately",
+                                        file=str(request.sources[0]))
             sources = [(min(models_dirs), None)]
         for path, url in sources:
             details = rebuilt is None and is_experiments_details(path)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.importers.conftest import assert_valid, run_import
 
 F2P = {"FAIL_TO_PASS": {"success": ["t_new"], "failure": []}, "PASS_TO_PASS": {"success": ["t_old"], "failure": []},
@@ -64,3 +66,15 @@ def test_instance_report_fields_of_every_version_are_kept(tmp_path):
                                                                        "resolve_status": "RESOLVED_FULL"}
     assert any("'none'" in n for n in result.notes)
     assert_valid(tmp_path / "c")
+
+
+def test_instance_reports_of_two_models_without_a_run_report_are_refused(tmp_path):
+    from rollout_cards.errors import SourceFormatError
+
+    root = tmp_path / "run"
+    _instance(root, "a__a-1", resolved=True)
+    other = root / "logs" / "run_evaluation" / "run-1" / "org__model-13b" / "b__b-2"
+    other.mkdir(parents=True)
+    (other / "report.json").write_text(json.dumps({"b__b-2": {"resolved": False}}))
+    with pytest.raises(SourceFormatError, match="2 model directories"):
+        run_import("swe-bench", [root], tmp_path / "c")
