@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -147,6 +148,7 @@ class _Harbor:
         self.unzoned = [0, 0]
         self.unfinished_dirs = 0
         self.job_meta: dict[str, Any] = {}
+        self.unread: Counter[str] = Counter()  # names of trial-directory files not read, by count
 
     def directory(self, path: Path, url: str | None) -> None:
         result_path = path / "result.json"
@@ -279,8 +281,23 @@ class _Harbor:
             else:
                 self.foreign[run_id] = self.foreign.get(run_id, 0) + 1
         self.session.add_episode(row, steps)
+        self._unread(path)
         key = evals_key(str(info.get("name") or ""), None if model is None else str(model), dataset)
         self.trials.append(_Trial(name, (agent, dataset, row["run_id"]), key, rewards))
+
+    def _unread(self, trial: Path) -> None:
+        """Count the trial directory's other files (trial.log, exception.txt, verifier/ output, agent
+        logs), two levels down without following links, for the note that says they are not read."""
+        read = {"result.json", "config.json"}
+        for top in _entries(trial):
+            if top.is_dir(follow_symlinks=False):
+                for inner in _entries(Path(top.path)):
+                    if top.name == "agent" and inner.name.startswith("trajectory"):
+                        continue  # the trajectory and the files it references
+                    slash = "/" if inner.is_dir(follow_symlinks=False) else ""
+                    self.unread[f"{top.name}/{inner.name}{slash}"] += 1
+            elif top.name not in read:
+                self.unread[top.name] += 1
 
     def _times(self, result: dict[str, Any], row: dict[str, Any], steps: StepBuffer) -> None:
         """started_at / finished_at: the episode's times when Harbor wrote them with a zone (UTC, newer
@@ -333,6 +350,10 @@ class _Harbor:
             session.declare_missing("steps", "trial directories without agent/trajectory.json",
                                     count=self.no_trajectory)
         declare_counts(session, self.counts)
+        if self.unread:
+            shown = ", ".join(f"{name} ({n})" for name, n in self.unread.most_common(6))
+            session.note(f"{sum(self.unread.values())} other files of the trial directories are not read (logs, "
+                         f"verifier output, the agent's own files; no card field comes from them): {shown}")
         if self.counts.subagents:
             session.note(f"{self.counts.subagents} sub-agent trajectories are nested in their trial's episode "
                          "(span_begin/span_end, parent_seq, depth)")
@@ -411,6 +432,14 @@ def _listed_trials(stats: dict[str, Any]) -> set[str]:
             if isinstance(trials, list):
                 names.update(t for t in trials if isinstance(t, str))
     return names
+
+
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return sorted(it, key=lambda e: e.name)[:10_000]
+    except OSError:
+        return []
 
 
 def _text(value: Any) -> str | None:

@@ -145,3 +145,15 @@ def test_a_linked_trajectory_is_refused_not_taken_for_none(tmp_path):
     with pytest.raises(SourceFormatError, match="link") as err:
         run_import("atif", [job], tmp_path / "c")
     assert "trajectory.json" in str(err.value)
+
+
+def test_the_trial_files_not_read_are_noted(tmp_path):
+    trials = _trials(2)
+    job = write_job(tmp_path / "job", trials)
+    for t in trials:
+        (job / t.name / "trial.log").write_text("log")
+        (job / t.name / "verifier").mkdir()
+        (job / t.name / "verifier" / "test-stdout.txt").write_text("1 passed")
+    result, _card = run_import("atif", [job], tmp_path / "c")
+    (note,) = [n for n in result.notes if "not read" in n]
+    assert "4 other files" in note and "trial.log (2)" in note and "verifier/test-stdout.txt (2)" in note
