@@ -152,8 +152,19 @@ class _Harbor:
 
     def directory(self, path: Path, url: str | None) -> None:
         result_path = path / "result.json"
-        if not result_path.exists():
-            raise SourceFormatError("is not a Harbor trial or job directory (no result.json)", file=str(path))
+        if not os.path.lexists(result_path):
+            entries = _entries(path)
+            for entry in entries:
+                if entry.is_symlink():
+                    raise SourceFormatError("is a symbolic link; links are not followed", file=entry.path)
+            jobs = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
+                    and os.path.lexists(os.path.join(e.path, "result.json"))]
+            if not jobs:
+                raise SourceFormatError("is not a Harbor trial or job directory, nor a jobs directory holding them "
+                                        "(no result.json in it or in its subdirectories)", file=str(path))
+            for job in jobs:  # Harbor's jobs_dir (default `jobs/`): one directory per job
+                self.directory(job, url)
+            return
         result = _read_json(result_path)
         if not isinstance(result, dict):
             raise SourceFormatError("is not a JSON object", file=str(result_path))

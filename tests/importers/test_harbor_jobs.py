@@ -157,3 +157,14 @@ def test_the_trial_files_not_read_are_noted(tmp_path):
     result, _card = run_import("atif", [job], tmp_path / "c")
     (note,) = [n for n in result.notes if "not read" in n]
     assert "4 other files" in note and "trial.log (2)" in note and "verifier/test-stdout.txt (2)" in note
+
+
+def test_a_jobs_directory_imports_every_job(tmp_path):
+    write_job(tmp_path / "jobs" / "2026-02-09__12-22-47", _trials(2))
+    write_job(tmp_path / "jobs" / "2026-02-09__13-00-00", _trials(3, dataset="bench-b"), job_id=OTHER)
+    result, card = run_import("atif", [tmp_path / "jobs"], tmp_path / "c")
+    assert card.episodes().num_rows == 5 and set(card.manifest.meta["harbor_jobs"]) == {JOB, OTHER}
+    assert_valid(tmp_path / "c")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceFormatError, match="nor a jobs directory"):
+        run_import("atif", [tmp_path / "empty"], tmp_path / "d")
