@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import SourceFormatError
 from .json_stream import JsonStream, read_document
 from .openai_chat import content_text
+from .source_values import text as source_text
 from .steps import StepBuffer, json_text, parse_timestamp
 
 __all__ = ["AtifCounts", "add_trajectory", "declare_counts", "is_atif"]
@@ -161,7 +162,7 @@ def _nesting(step: dict[str, Any], scope: _Scope, functions: dict[str, tuple[int
 def _step(step: dict[str, Any], where: str, steps: StepBuffer, counts: AtifCounts, scope: _Scope,
           functions: dict[str, tuple[int, int]]) -> None:
     t = parse_timestamp(step.get("timestamp"), file=steps.file, record=f"{steps.record}, {where}")
-    role = _ROLES.get(step.get("source"))
+    role = _ROLES.get(source_text(steps, step.get("source"), f"{where}.source"))  # a list or object is not a key
     if role is None:
         raise steps.error(f"{where}.source is {step.get('source')!r}, not system, user or agent")
     parent_seq, depth, agent = _nesting(step, scope, functions, counts)

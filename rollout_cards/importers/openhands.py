@@ -51,6 +51,7 @@ from .openhands_report import Reports, run_files
 from .openhands_resolver import is_resolver_line, resolver_episode
 from .openhands_v1 import SubAgentCounts, V1Events, launches, run_end_state, v1_step
 from .session import ImportSession
+from .source_values import text as source_text
 from .steps import StepBuffer, json_text
 
 __all__ = ["OpenHandsImporter", "terminal_state"]
@@ -399,7 +400,7 @@ def _end_span(done: _Delegation, steps: StepBuffer, stats: dict[str, int], *, un
 def _v0(event: dict[str, Any], i: int, steps: StepBuffer, nest: dict[str, Any] | None = None) -> int:
     """The step of one V0 event (nested as `nest` says); returns its seq."""
     nest = nest or {}
-    role = _ROLES.get(event.get("source"))
+    role = _ROLES.get(source_text(steps, event.get("source"), f"history[{i}].source"))  # a list or object is not a key
     payload = {k: v for k, v in event.items() if k not in ("message", "action", "args", "observation", "content",
                                                           "cause", "source")}
     if "action" in event:

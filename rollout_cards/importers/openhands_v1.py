@@ -31,6 +31,7 @@ from typing import Any
 
 from .openai_chat import content_text
 from .openhands_archive import Conversation, ConversationArchive, Run, naive_time
+from .source_values import text as source_text
 from .steps import StepBuffer, json_text
 
 __all__ = ["Launch", "SubAgentCounts", "V1Events", "branch_points", "launches", "run_end_state", "v1_step"]
@@ -47,7 +48,7 @@ def v1_step(event: dict[str, Any], where: str, steps: StepBuffer, nest: dict[str
     """The step of one V1 SDK event (`where` names it in errors; nested as `nest` says); returns its seq."""
     kind = event.get("kind")
     payload = {k: v for k, v in event.items() if k not in ("kind", "source")}
-    role = _ROLES.get(event.get("source"))
+    role = _ROLES.get(source_text(steps, event.get("source"), f"{where}.source"))  # a list or object is not a key
     call_id = event.get("tool_call_id")
     if call_id is not None and not isinstance(call_id, str):
         raise steps.error(f"{where}.tool_call_id is not text")
