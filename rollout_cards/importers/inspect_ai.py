@@ -29,11 +29,13 @@ The full table, with every field kept or declared, is in docs/importers.md.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from typing import Any
 
+from ..errors import SourceFormatError
 from ..jsondoc import fast_texts
 from ..model.card import Software
 from ..tables import STEP_COLUMNS
@@ -41,6 +43,7 @@ from .base import ImportRequest
 from .inspect_events import add_events, add_messages, resolve_attachment
 from .inspect_log import InspectLog, open_log, plain, text
 from .inspect_replay import ImportedScores, Replayed, replay
+from .json_stream import parse_json
 from .rule_files import rule_document, rule_id_part
 from .session import ImportSession
 from .steps import StepBuffer, parse_timestamp
@@ -154,7 +157,7 @@ class InspectImporter:
             expected = None if expected is None or planned is None else expected + planned
             _missing_samples(session, log, planned)
             declare.append((log, agent))
-            logs_meta.append(_log_meta(log))
+            logs_meta.append(_log_meta(log, _reductions(log, session)))
         for log, agent in declare:  # replayed on every episode of the card, as `rcard validate` replays them
             _declare_rules(session, log, agent, rule_ids, scores)
         session.set_meta("inspect", {"value_to_float": VALUE_MAP, "logs": logs_meta})
@@ -226,7 +229,9 @@ def _environment(log: InspectLog) -> Software:
     )
 
 
-def _log_meta(log: InspectLog) -> dict[str, Any]:
+def _log_meta(log: InspectLog, reductions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The log's header as meta.inspect.logs[] keeps it; `reductions`, the reference to the artifact
+    that holds the log's sample reductions (`_reductions`)."""
     spec = log.spec
     keep = ("task", "task_id", "eval_id", "run_id", "created", "task_version", "task_file", "task_args",
             "dataset", "model", "revision", "config", "scorers", "metrics", "solver", "solver_args", "tags",
@@ -234,10 +239,41 @@ def _log_meta(log: InspectLog) -> dict[str, Any]:
     out: dict[str, Any] = {"file": log.path.name, "status": log.header.get("status"), "samples": log.found}
     out.update({k: spec[k] for k in keep if k in spec})
     for key in ("plan", "results", "stats", "error", "invalidated", "log_updates", "config_updates", "tags",
-                "metadata", "reductions", "version"):
+                "metadata", "version"):
         if log.header.get(key) not in (None, [], {}):
             out[key if key not in ("tags", "metadata") else f"log_{key}"] = log.header[key]
+    if reductions is not None:
+        out["reductions"] = reductions
     return plain(out)  # NaN metric values (no scored sample) kept as "NaN"
+
+
+def _reductions(log: InspectLog, session: ImportSession) -> dict[str, Any] | None:
+    """The log's per-sample reduced scores (one set per scorer x reducer) kept whole as an artifact,
+    referenced from the log's meta with what each set holds. They are as large as the samples'
+    scores (1,000 samples x 4 scorers: 0.7 MB), so card.json — read by every command — keeps the
+    reference, not the values. A .eval log stores them in reductions.json (kept byte for byte), a
+    .json log in its header (kept as JSON text in the log's key order, NaN as Inspect writes it)."""
+    data = log.reductions_member
+    if data is not None:
+        value = _reductions_value(data, log, session)
+    else:
+        value = log.header.get("reductions")
+        if value in (None, [], {}):
+            return None
+        data = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode()
+    sets = [{"scorer": r.get("scorer"), "reducer": r.get("reducer"),
+             "samples": len(r["samples"]) if isinstance(r.get("samples"), list) else None}
+            for r in (value if isinstance(value, list) else []) if isinstance(r, dict)]
+    return {"artifact": session.add_artifact(data), "bytes": len(data), "sets": sets}
+
+
+def _reductions_value(data: bytes, log: InspectLog, session: ImportSession) -> Any:
+    """reductions.json decoded for its summary; one that does not decode is kept as stored and noted."""
+    try:
+        return parse_json(data, str(log.path), "reductions.json", constants=True)
+    except SourceFormatError as exc:
+        session.note(f"{log.path.name}: reductions.json is kept as stored but could not be read: {exc}")
+        return None
 
 
 def _missing_samples(session: ImportSession, log: InspectLog, planned: int | None) -> None:

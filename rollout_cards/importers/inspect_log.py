@@ -112,6 +112,8 @@ class InspectLog:
         self.scored: dict[str, set[str]] = {}
         #: sample members of a .eval archive (None for a .json log, whose count is unknown until read)
         self.members: int | None = None
+        #: a .eval log's reductions.json, as stored (bytes): a .json log has them in its header
+        self.reductions_member: bytes | None = None
         self.resources: list[Any] = []
 
     def scoring_digest(self) -> str:
@@ -157,6 +159,9 @@ def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> Insp
 
     log = InspectLog(path, "inspect-eval", header, samples())
     log.members = len(members)
+    if "reductions.json" in archive:  # Inspect writes each sample's reduced scores here, not in the header
+        log.reductions_member = archive.read("reductions.json", budget=MAX_SAMPLE_BYTES,
+                                             what="the sample reductions of an Inspect log")
     return log
 
 
