@@ -35,7 +35,7 @@ from .base import ImportRequest
 from .json_stream import iter_records, read_document
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
-from .source_dir import children, exit_statuses, regular_file
+from .source_dir import children, directory_name, exit_statuses, regular_file
 from .source_values import integer, number, text
 from .steps import StepBuffer, json_text
 
@@ -134,7 +134,7 @@ class SweAgentImporter:
             session.add_source(path, self.name, url)
             iid = path.name.removesuffix(".traj")
             pred = preds.get(iid)
-            agent = request.agent or (pred.get("model_name_or_path") if pred else None) or path.parent.name
+            agent = request.agent or (pred.get("model_name_or_path") if pred else None) or directory_name(path.parent)
             planned[(iid, agent)] = None
             seen.add(iid)
             with session.record():

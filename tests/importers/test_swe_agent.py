@@ -188,3 +188,21 @@ def test_a_run_batch_dir_reads_pred_files_and_the_exit_status_listing(tmp_path):
     drop = next(d for d in card.manifest.drops if d.target == "episodes")
     assert drop.count == 1 and "'c'" in drop.selector and "Uncaught RuntimeError" in drop.reason
     assert {"a.pred", "run_batch_exit_statuses.yaml"} <= {s.name for s in card.manifest.provenance.sources}
+
+
+def test_a_relative_trajectory_without_predictions_is_named_after_its_directory(tmp_path, monkeypatch):
+    # `rcard import swe-agent x.traj` in the run's directory, no predictions to name the model: the
+    # agent was Path('x.traj').parent.name == '' (refused: "the episode's agent name is empty").
+    from typer.testing import CliRunner
+
+    import rollout_cards as rc
+    from rollout_cards.cli import app
+
+    run = tmp_path / "my-run"
+    run.mkdir()
+    traj = sorted(external("swe-agent/v1").glob("*.traj"))[0]
+    (run / traj.name).write_bytes(traj.read_bytes())
+    monkeypatch.chdir(run)
+    result = CliRunner().invoke(app, ["import", "swe-agent", traj.name, "-o", str(tmp_path / "card")])
+    assert result.exit_code == 0, result.output
+    assert {r["agent"] for r in rc.open(tmp_path / "card").episodes().to_pylist()} == {"my-run"}
