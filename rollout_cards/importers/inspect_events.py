@@ -41,11 +41,13 @@ from ..errors import SourceFormatError
 from ..jsondoc import fast_text, fast_texts
 from .inspect_log import text as json_text
 from .inspect_spans import TOOL_AGENT, Span, Spans, resolve
+from .source_values import text as source_text
 from .steps import StepBuffer, parse_timestamp
 
 __all__ = ["add_events", "add_messages", "message_text", "resolve_attachment"]
 
 _STATE = frozenset(("state", "store", "sample_init"))
+_TEXT_OR_NONE = (str, type(None))
 _FROM_ISO = datetime.fromisoformat
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -227,6 +229,8 @@ def add_events(
         t = None if stamp is None else _time(steps, stamp, at)
         # the kinds in the order of how often they occur (spans are two thirds of an agent's events)
         if kind == "span_begin" or kind == "span_end" or kind == "step":
+            if type(ev.get("type")) not in _TEXT_OR_NONE:  # looked up in the span kinds' tables
+                source_text(steps, ev.get("type"), f"{_where(at)}.type")
             if kind == "step":  # older logs: solver and scorer steps instead of spans
                 begin, key, name = ev.get("action") == "begin", None, _str(ev.get("name"))
             else:

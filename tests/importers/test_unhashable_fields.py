@@ -56,3 +56,17 @@ def test_openhands_event_source_of_another_type(tmp_path, history, value):
     assert result.exit_code == 1, result.output
     assert "output.jsonl" in result.output and ".source is a JSON" in result.output
     assert "internal error" not in result.output
+
+
+@pytest.mark.parametrize("value", UNHASHABLE, ids=["array", "object"])
+def test_inspect_span_type_of_another_type(tmp_path, value):
+    doc = json.loads((REPO / "fixtures" / "sources" / "inspect" / "synthetic.json").read_text())
+    events = doc["samples"][0]["events"]
+    at = next(i for i, ev in enumerate(events) if ev.get("event") == "span_begin" and "type" in ev)
+    events[at]["type"] = value
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(doc))
+    result = _import("inspect", path, tmp_path / "card")
+    assert result.exit_code == 1, result.output
+    assert "log.json" in result.output and f"events[{at}].type is a JSON" in result.output
+    assert "internal error" not in result.output
