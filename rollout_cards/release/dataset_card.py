@@ -265,6 +265,20 @@ def _parse_front(text: str) -> tuple[dict[str, Any] | None, list[Problem]]:
     return data, []
 
 
+def _items(value: Any, where: str, problems: list[Problem]) -> list[Any]:
+    """A front-matter field that holds one item or a list of them (Hugging Face writes
+    `data_files: x.parquet` and `data_files: [x.parquet]` alike) as a list; anything else is a
+    problem (iterating an int raised TypeError, and a string was read character by character)."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str | dict):
+        return [value]
+    problems.append(Problem(where, f"is {type(value).__name__} {str(value)[:40]!r}; expected a list"))
+    return []
+
+
 def check_dataset_card(text: str, card: Card) -> list[Problem]:
     """Offline checks of a dataset card's front matter against `card`; an empty list means it passed."""
     data, problems = _parse_front(text)
@@ -288,16 +302,16 @@ def check_dataset_card(text: str, card: Card) -> list[Problem]:
     if not data.get("pretty_name"):
         problems.append(Problem("pretty_name", "is missing"))
     listed = {p for t in ("episodes", "steps") for p in getattr(card.manifest.tables, t).paths}
-    configs = data.get("configs") or []
+    configs = _items(data.get("configs"), "configs", problems)
     names = {c.get("config_name") for c in configs if isinstance(c, dict)}
     for table in ("episodes", "steps"):
         if table not in names:
             problems.append(Problem("configs", f"no config for the {table} table"))
     for i, config in enumerate(configs):
         files = config.get("data_files") if isinstance(config, dict) else None
-        for j, item in enumerate(files or []):
+        for j, item in enumerate(_items(files, f"configs[{i}].data_files", problems)):
             paths = item.get("path") if isinstance(item, dict) else item
-            for path in [paths] if isinstance(paths, str) else (paths or []):
+            for path in _items(paths, f"configs[{i}].data_files[{j}]", problems):
                 where = f"configs[{i}].data_files[{j}]"
                 if not isinstance(path, str) or path not in listed or not card.source.exists(path):
                     problems.append(Problem(where, f"{str(path)[:80]!r} is not a table file of the card"))

@@ -167,3 +167,15 @@ def test_size_categories_follow_the_hub_buckets() -> None:
 
     assert [_size_category(n) for n in (0, 999, 1000, 99_999, 100_000, 2_000_000)] == [
         "n<1K", "n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M"]
+
+
+def test_front_matter_fields_of_another_shape_are_problems_not_crashes() -> None:
+    """`configs: 5` raised TypeError (an internal error of `rcard card --check`), and a
+    `data_files` written as one string (which the Hub accepts) was read character by character."""
+    card = rc.open(FIXTURE_CARDS / "synthetic")
+    head = "---\nlicense: cc-by-4.0\npretty_name: x\n"
+    problems = check_dataset_card(head + "configs: 5\n---\n", card)
+    assert ("configs", "is int '5'; expected a list") in {(p.location, p.message) for p in problems}
+    one = "configs:\n- config_name: episodes\n  data_files: episodes.parquet\n- config_name: steps\n  data_files: {path: 7}\n"
+    problems = {(p.location, p.message) for p in check_dataset_card(head + one + "---\n", card)}
+    assert problems == {("configs[1].data_files[0]", "is int '7'; expected a list")}
