@@ -215,9 +215,33 @@ def _special_file(card: Path, rng: random.Random) -> str:
     return f"{target} {how}"
 
 
+FRONT_MATTER = ["configs: 5", "configs: [1, [2], {data_files: 3}]", "configs: [{config_name: episodes, data_files: "
+                "[{path: [1, {a: b}]}]}]", "license: [mit]", "license: {a: 1}", "pretty_name: [x]", "license: other",
+                "extra_gated_fields: 5", "a: &a [x]\nb: *a", "license: !!python/object/apply:os.system ['touch "
+                + CANARY + "']", "size_categories: " + "9" * 5000, "- a\n- b", "x: " + "[" * 2000 + "]" * 2000, ""]
+
+
+def _readme(card: Path, rng: random.Random) -> str:
+    """A README.md in the card (Hugging Face layout) whose front matter `rcard card --check` reads."""
+    front = "\n".join(rng.sample(FRONT_MATTER, rng.randint(1, 3)))
+    (card / "README.md").write_text(f"---\n{front}\n---\n# card\n", encoding="utf-8")
+    bad_cards.rehash(card, add=("README.md",))
+    return f"README front matter {front[:60]!r}"
+
+
+def _signature(card: Path, rng: random.Random) -> str:
+    """A detached signature beside the card (what `rcard verify` reads by default)."""
+    good = {"format": "rollout-card-signature/1", "algorithm": "ed25519", "key_id": "0" * 64, "signature": "AAAA"}
+    key = rng.choice(sorted(good))
+    good[key] = "\x00HOSTILE\x00"
+    text = json.dumps(good).replace('"\\u0000HOSTILE\\u0000"', rng.choice(JSON_VALUES))
+    card.with_name(card.name + ".sig").write_text(text, encoding="utf-8")
+    return f"signature {key}"
+
+
 MUTATIONS: list[Callable[[Path, random.Random], str]] = [
     _manifest_value, _manifest_value, _manifest_duplicate, _rule_yaml, _rule_yaml, _parquet_bytes, _parquet_schema,
-    _rows_lie, _special_file, _cell_values, _cell_values,
+    _rows_lie, _special_file, _cell_values, _cell_values, _readme, _signature,
 ]
 
 
@@ -272,13 +296,16 @@ def _packed_with(card: Path, how: str, rng: random.Random | None = None) -> tupl
     return out, f"packed {how}"
 
 
-def _commands(card: Path, out: Path, rng: random.Random, packed: bool, rules: bool) -> list[list[str]]:
+def _commands(card: Path, out: Path, rng: random.Random, packed: bool, rules: bool, key: Path) -> list[list[str]]:
     c = str(card)
     every = [
         ["validate", c], ["validate", c, "--format", "json"], ["info", c], ["info", c, "--format", "json"],
         ["rescore", c], ["rescore", c, "--format", "markdown"], ["report", c, "-o", str(out / "r.html")],
         ["card", c], ["card", c, "-o", str(out / "README.md")], ["export", "eee", c, "-o", str(out / "eee")],
+        ["verify", c, "--pubkey", str(key)],
     ]
+    if (card / "README.md").is_file():
+        every.append(["card", c, "--check", str(card / "README.md")])
     if rules:  # the card declares the rule (else --rule names no file: a usage error, exit 2)
         every += [["power", c, "--rule", RULE_ID],
                   ["rliable", c, "--rule", RULE_ID, "--runs", "trial", "--tasks", "task_id"],
@@ -302,7 +329,7 @@ def _tree(root: Path, skip: Path) -> dict[str, tuple]:
     return seen
 
 
-def _run_case(tmp: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch) -> None:
+def _run_case(tmp: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch, key: Path) -> None:
     base = rng.choice(sorted(p.name for p in FIXTURE_CARDS.iterdir() if p.is_dir()))
     case = tmp / f"case{rng.randrange(10**9)}"
     card = case / "card"
@@ -325,7 +352,7 @@ def _run_case(tmp: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch) ->
     cwd.mkdir()
     monkeypatch.chdir(cwd)  # a default output (report.html, <card>.sig) would land here
     manifest = (card / "card.json").read_bytes() if (card / "card.json").is_file() else b""
-    for argv in _commands(target, out, rng, packed, rules=RULE_ID.encode() in manifest):
+    for argv in _commands(target, out, rng, packed, RULE_ID.encode() in manifest, key):
         before = _tree(case, out)
         result = CliRunner().invoke(app, argv)
         where = f"{base} + {done}: rcard {' '.join(a[:60] for a in argv)} -> {result.exit_code}\n{result.output[-2000:]}"
@@ -341,11 +368,15 @@ def _run_case(tmp: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_mutated_cards_through_every_read_command(tmp_path, monkeypatch):
+    pytest.importorskip("cryptography", reason="rcard verify needs the sign extra")
     rng = random.Random(seed() * 1_000_003 + 17)
     root = tmp_path / "fuzz"
     root.mkdir()
+    key = tmp_path / "k.pub.pem"
+    keys = CliRunner().invoke(app, ["keygen", "--private", str(tmp_path / "k.pem"), "--public", str(key)])
+    assert keys.exit_code == 0, keys.output
     for _ in range(cases(24)):
-        _run_case(root, rng, monkeypatch)
+        _run_case(root, rng, monkeypatch, key)
 
 
 # -- counterexamples the fuzzer found ---------------------------------------------------------------
