@@ -132,7 +132,7 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except typer.Exit:
         raise
     except _INVALID as exc:
-        fail(str(exc), EXIT_INVALID)
+        fail(_naming_the_card(str(exc), exc, args), EXIT_INVALID)
     except _USAGE as exc:
         if isinstance(exc, RuleError) and exc.card is not None:  # the card's own rule: the card is wrong
             fail(f"{exc.card}: {exc}\n  the card declares this rule; `rcard validate {exc.card}` lists every "
@@ -154,6 +154,19 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             "your input; rerun with RCARD_DEBUG=1 for a traceback and report it)",
             EXIT_INTERNAL,
         )
+
+
+def _naming_the_card(message: str, exc: Exception, args: tuple[Any, ...]) -> str:
+    """`message` with the card it is about in front when it does not name it: a problem found
+    deep in a read (a status outside the enum, met while a rule scores) is raised where the
+    card's path is not known, and a script running over many cards could not tell which."""
+    if not isinstance(exc, CardFormatError) or not args:
+        return message
+    first = args[0]
+    name = getattr(first, "path", None) if hasattr(first, "manifest") else first
+    if not isinstance(name, str | os.PathLike) or not str(name) or str(name) in message:
+        return message
+    return f"{os.fspath(name)}: {message}"
 
 
 def path_problem(exc: OSError) -> str:

@@ -6,10 +6,11 @@ YAML with alias bombs, Python tags, huge integers; Parquet files truncated, with
 footer or another schema; files that are links, FIFOs or hard links; packed .rcard archives
 with traversal names, links, lying sizes and duplicate members — re-hashes the inventory as
 a publisher's tool would (so the mutation reaches past the integrity check), and runs a
-seeded choice of the read commands on it. Asserted for every run: exit 0 or 1 (never 2, the
+seeded choice of the read commands on it (validate, info, rescore, report, card [--check], export,
+power, rliable, verify, redact, pack or unpack). Asserted for every run: exit 0 or 1 (never 2, the
 internal-error code), no traceback, an exit 1 message that names the card, and nothing
 written anywhere but the command's output directory (the card itself unchanged). CI runs
-`cases(24)` (about 15 s); `RCARD_FUZZ_SCALE=20` a long run. A counterexample becomes a plain
+`cases(24)` (about 10 s of CPU); `RCARD_FUZZ_SCALE=20` a long run. A counterexample becomes a plain
 regression test below.
 """
 
@@ -303,6 +304,7 @@ def _commands(card: Path, out: Path, rng: random.Random, packed: bool, rules: bo
         ["rescore", c], ["rescore", c, "--format", "markdown"], ["report", c, "-o", str(out / "r.html")],
         ["card", c], ["card", c, "-o", str(out / "README.md")], ["export", "eee", c, "-o", str(out / "eee")],
         ["verify", c, "--pubkey", str(key)],
+        ["redact", c, "--spec", str(key.with_name("spec.yaml")), "-o", str(out / "redacted")],
     ]
     if (card / "README.md").is_file():
         every.append(["card", c, "--check", str(card / "README.md")])
@@ -375,6 +377,7 @@ def test_mutated_cards_through_every_read_command(tmp_path, monkeypatch):
     key = tmp_path / "k.pub.pem"
     keys = CliRunner().invoke(app, ["keygen", "--private", str(tmp_path / "k.pem"), "--public", str(key)])
     assert keys.exit_code == 0, keys.output
+    key.with_name("spec.yaml").write_text("redact:\n  - target: steps.content\n    reason: personal data\n")
     for _ in range(cases(24)):
         _run_case(root, rng, monkeypatch, key)
 
@@ -402,3 +405,18 @@ def test_a_card_without_rules_or_license_is_named_in_the_message(tmp_path, argv)
     assert result.exit_code == 1, result.output
     assert f"rcard: {card}: the card declares no rules" in result.output or \
         f"rcard: the README of {card}: license: no license is declared" in result.output, result.output
+
+
+@pytest.mark.parametrize("command", [["rescore"], ["power", "--rule", RULE_ID], ["report", "-o", "{out}/r.html"],
+                                     ["export", "eee", "-o", "{out}/eee"]])
+def test_a_status_outside_the_enum_met_while_scoring_names_the_card(tmp_path, command):
+    """'episodes.status holds 'aaa', which is not a terminal state' (raised where a rule scores,
+    without the card's path) did not say which card; the CLI now puts the card in front."""
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    bad_cards.edit_table(card, "episodes.parquet", lambda t: bad_cards.set_cell(t, "status", 0, "aaa"))
+    argv = [*command[:1], *(command[1:2] if command[0] == "export" else []), str(card),
+            *[a.format(out=tmp_path) for a in command[2 if command[0] == "export" else 1:]]]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 1, result.output
+    assert f"rcard: {card}: episodes.status holds 'aaa', which is not a terminal state" in result.output, result.output
