@@ -300,8 +300,9 @@ def _packed_with(card: Path, how: str, rng: random.Random | None = None) -> tupl
 def _commands(card: Path, out: Path, rng: random.Random, packed: bool, rules: bool, key: Path) -> list[list[str]]:
     c = str(card)
     every = [
-        ["validate", c], ["validate", c, "--format", "json"], ["info", c], ["info", c, "--format", "json"],
-        ["rescore", c], ["rescore", c, "--format", "markdown"], ["report", c, "-o", str(out / "r.html")],
+        ["validate", c], ["validate", c, "--format", "json"], ["validate", c, "--format", "github"],
+        ["validate", c, "--format", "markdown"], ["info", c], ["info", c, "--format", "json"],
+        ["rescore", c], ["rescore", c, "--format", "markdown"], ["rescore", c, "--format", "csv"], ["report", c, "-o", str(out / "r.html")],
         ["card", c], ["card", c, "-o", str(out / "README.md")], ["export", "eee", c, "-o", str(out / "eee")],
         ["verify", c, "--pubkey", str(key)],
         ["redact", c, "--spec", str(key.with_name("spec.yaml")), "-o", str(out / "redacted")],
