@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .. import progress
+from ..display import one_line
 
 __all__ = ["DELAY", "terminal_progress"]
 
@@ -64,7 +65,9 @@ class _Renderer:
 
         self._printable = printable
         self._progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), Amount(), TimeElapsedColumn(),
+            # markup=False: a description names files and cards, and rich reads "[/x]" in one as a
+            # closing tag (MarkupError, the command dies) and "[red]" as a style.
+            SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), Amount(), TimeElapsedColumn(),
             console=Console(file=stream), transient=True, refresh_per_second=8,
         )
         self._started = False
@@ -88,7 +91,7 @@ class _Renderer:
                 self._progress.stop()
 
     def open(self, description: str, total: int | None, unit: str) -> object:
-        return self._progress.add_task(self._printable(description), total=total, unit=unit)
+        return self._progress.add_task(self._printable(one_line(description)), total=total, unit=unit)
 
     def advance(self, handle: object, n: int) -> None:
         self._progress.advance(handle, n)  # type: ignore[arg-type]

@@ -87,3 +87,21 @@ def test_amounts_say_their_unit():
     assert _amount(1234, 5000, "rows") == "1,234 / 5,000 rows"
     assert _amount(1234, None, "episodes") == "1,234 episodes"
     assert _amount(3, None, "") == ""
+
+
+def test_a_description_is_shown_as_text_not_rich_markup(monkeypatch):
+    """A task names files and cards: rich read '[/x]' in one as a closing tag and raised
+    MarkupError on a terminal (the command died), '[red]' as a style, and a newline broke the line."""
+    import io
+
+    from rollout_cards.cli.progress import _Renderer
+
+    monkeypatch.setenv("RCARD_PROGRESS_DELAY", "3600")  # never drawn by the timer: the column renders by hand
+    renderer = _Renderer(io.StringIO())
+    try:
+        renderer.open("sha256 runs/[/x]/[red]card\nline2\x1b[2J", 10, "B")
+        [task] = renderer._progress.tasks
+        shown = renderer._progress.columns[1].render(task)
+    finally:
+        renderer.stop()
+    assert shown.plain == "sha256 runs/[/x]/[red]card\\nline2\\x1b[2J" and not shown.spans
