@@ -20,8 +20,12 @@ __all__ = ["check_digests", "check_files", "check_references", "referenced_paths
 
 
 def _inventory_index(ctx: CheckContext) -> dict[str, int]:
-    doc = ctx.document.get("inventory", {}).get("files", []) if isinstance(ctx.document, dict) else []
-    return {item.get("path"): i for i, item in enumerate(doc) if isinstance(item, dict)}
+    # The raw document, before (or despite) schema validation: any level may be another type
+    # (a list as a path was an unhashable dict key: TypeError, an internal error of validate).
+    inventory = ctx.document.get("inventory") if isinstance(ctx.document, dict) else None
+    files = inventory.get("files") if isinstance(inventory, dict) else None
+    return {item["path"]: i for i, item in enumerate(files if isinstance(files, list) else [])
+            if isinstance(item, dict) and isinstance(item.get("path"), str)}
 
 
 def referenced_paths(ctx: CheckContext) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bad_cards
+import pytest
 
 from rollout_cards.io.reader import DirectorySource
 from rollout_cards.validate import validate
@@ -57,3 +58,14 @@ def test_a_referenced_table_absent_everywhere(minimal_copy):
     report = validate(minimal_copy)
     assert report.codes() == {"reference-unlisted"}
     assert "does not exist" in next(f.message for f in report.findings if f.code == "reference-unlisted")
+
+
+@pytest.mark.parametrize("inventory", [{"files": [{"path": ["a", 1, None, {}], "bytes": 1, "sha256": "0" * 64}]},
+                                       {"files": [5, {"path": {"a": 1}}]}, {"files": {"a": 1}}, {"files": 5}, [], 5])
+def test_an_inventory_of_another_shape_is_findings_not_an_internal_error(minimal_copy, inventory):
+    """A list as an inventory path was used as a dict key (TypeError: unhashable type), and the
+    check crashed: 'VALIDATION FAILED (internal error)', exit 2. Found by tests/cli/test_cli_fuzz.py."""
+    bad_cards.edit_manifest(minimal_copy, lambda d: d.update(inventory=inventory))
+    report = validate(minimal_copy)
+    assert report.outcome == "invalid", [(f.code, f.message) for f in report.findings]
+    assert "manifest-schema" in {f.code for f in report.findings}
