@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -75,14 +76,19 @@ class Observations:
 
     `codes[i]` is the group (into `groups.labels`) of observation i, `values[i]` its
     value and `identity` row i the columns that are constant within it (all read
-    episode columns without a reduce; group, strata, reduce and unit columns after).
+    episode columns without a reduce; group, strata, reduce and unit columns after),
+    built on first use from `identity_of` (a table, or a function giving it).
     """
 
     groups: Factor
     codes: np.ndarray
     values: np.ndarray
-    identity: pa.Table
+    identity_of: pa.Table | Callable[[], pa.Table]
     unit: list[str]
+
+    @cached_property
+    def identity(self) -> pa.Table:
+        return self.identity_of if isinstance(self.identity_of, pa.Table) else self.identity_of()
 
 
 @dataclass(frozen=True, eq=False)
@@ -349,19 +355,25 @@ def merge_partitions(plan: _Plan, parts: Sequence[PartitionRun]) -> RuleRun:
     groups, strata = Factor(np.zeros(0, dtype=np.int64), group_labels), Factor(np.zeros(0, dtype=np.int64), strata_labels)
     if len(parts) == 1 and parts[0].cells_local is not None:
         local, factor = parts[0].cells_local, parts[0].group_factor
-        observations: Any = Observations(factor, local.group, local.values, local.identity, observation_unit(rule))
-        identity = local.identity
+        observations: Any = Observations(factor, local.group, local.values, local.identity_of, observation_unit(rule))
+
+        def identity() -> pa.Table:  # built only when a comparison or a caller needs it
+            return observations.identity
 
         def pair_stats(g: int, columns: list[str]) -> UnitStats:
             return unit_stats_on(observations, g, columns)
     else:
-        identity = (parts[0].identity if parts else pa.schema([])).empty_table()
-        observations = UnitObservations(groups, observation_unit(rule), identity,
+        empty = (parts[0].identity if parts else pa.schema([])).empty_table()
+
+        def identity() -> pa.Table:
+            return empty
+
+        observations = UnitObservations(groups, observation_unit(rule), empty,
                                         {g: _merged_sums(chunks) for g, chunks in group_sums.items()})
         pair_stats = observations.unit_stats
     builder = _ResultBuilder(plan, groups, strata, unit_name, info, stats, counts, by_status, episodes)
     results = builder.build()
-    comparisons = _compare(plan, groups, identity, pair_stats) if rule.compare else []
+    comparisons = _compare(plan, groups, identity(), pair_stats) if rule.compare else []
     return RuleRun(
         rule=rule.rule,
         version=rule.version,

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import CardFormatError, RuleError
+from ..numpy_arrow import int64_array
 from ..tables import TerminalStatus
 from ._encoded import evaluate_rows
 from .aggregation import best_of_k_warning
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from ..model.rule import Reduce
     from .engine import _Plan
 
-__all__ = ["MAX_ABS_SCORE", "PartitionRun", "ReduceCounts", "reduce_info", "run_partition", "unit_sums"]
+__all__ = ["MAX_ABS_SCORE", "Identity", "PartitionRun", "ReduceCounts", "reduce_info", "run_partition", "unit_sums"]
 
 
 # ------------------------------------------------------------------------------- scoring
@@ -170,6 +171,25 @@ def reduce_info(spec: Reduce, parts: Sequence[ReduceCounts]) -> tuple[dict[str, 
     return info, warnings
 
 
+class Identity:
+    """The identity table of the observations, built when first asked for: a rescore that
+    compares or exports nothing never copies a million rows of episode columns (the take of
+    the included rows and the decode of the key columns were a quarter of the scoring)."""
+
+    def __init__(self, table: pa.Table, rows: np.ndarray | None, keys: frozenset[str]):
+        self._parts: tuple[pa.Table, np.ndarray | None, frozenset[str]] | None = (table, rows, keys)
+        self.schema = _plain(table.schema.empty_table(), keys).schema
+        self._table: pa.Table | None = None
+
+    def __call__(self) -> pa.Table:
+        if self._table is None:
+            assert self._parts is not None
+            table, rows, keys = self._parts
+            self._table = _plain(table if rows is None else table.take(int64_array(rows)), keys)
+            self._parts = None  # the episodes table is no longer held
+        return self._table
+
+
 @dataclass(frozen=True, eq=False)
 class _Cells:
     """Per-observation codes and values, before cells are formed."""
@@ -180,9 +200,13 @@ class _Cells:
     unit: np.ndarray
     unit_labels: list[tuple[Any, ...]]
     episodes: np.ndarray  # episodes behind each observation (1 without reduce)
-    identity: pa.Table
+    identity_of: Identity
     unit_name: str
     reduced: ReduceCounts | None
+
+    @property
+    def identity(self) -> pa.Table:
+        return self.identity_of()
 
 
 def _describe(labels: Sequence[tuple[Any, ...]], columns: Sequence[str], code: int) -> str:
@@ -203,6 +227,18 @@ def _check_units(unit: Factor, columns: list[str], file: str | None) -> None:
         )
 
 
+def _is_text(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _restricted(factor: Factor, rows: np.ndarray) -> Factor:
+    """`factor` of a table, for its rows `rows` only: the labels those rows hold (in order)."""
+    used, codes = unique_codes(factor.codes[rows], max(1, factor.size))
+    return Factor(codes, [factor.labels[i] for i in used.tolist()])
+
+
 def _plain(table: pa.Table, keys: frozenset[str]) -> pa.Table:
     """`table` with the key columns the local engine kept dictionary-encoded (`keys`, text
     columns of the card) decoded: the observations' identity holds them as the card does."""
@@ -218,12 +254,15 @@ def _observations(
 ) -> _Cells:
     rule, file = plan.rule, plan.file
     rows = np.flatnonzero(scored.included)
-    obs = table.take(pa.array(rows, pa.int64()))
     values = scored.values[rows]
     gcode, scode = groups.codes[rows], strata.codes[rows]
     if rule.reduce is None:
         unit_columns = plan.unit or ["episode_id"]
-        unit = factorize(obs, unit_columns)
+        if all(_is_text(table.schema.field(c).type) for c in unit_columns):
+            # text sorts the same in any subset: the units of the whole table, cut to the rows
+            unit = _restricted(factorize(table, unit_columns), rows)
+        else:
+            unit = factorize(table.take(int64_array(rows)), unit_columns)
         _check_units(unit, unit_columns, file)
         return _Cells(
             values,
@@ -232,10 +271,11 @@ def _observations(
             unit.codes,
             unit.labels,
             np.ones(rows.size, dtype=np.int64),
-            _plain(obs, plan.key_columns),
+            Identity(table, rows, plan.key_columns),
             "+".join(unit_columns),
             None,
         )
+    obs = table.take(int64_array(rows))
     spec = rule.reduce
     by = factorize(obs, spec.by)
     n_strata, n_by = max(1, strata.size), max(1, by.size)
@@ -275,7 +315,7 @@ def _observations(
         unit_codes, unit_labels = unit.codes[reduced.first_row], unit.labels
         unit_name = "+".join(plan.unit)
         constant += [c for c in plan.unit if c not in constant]
-    identity = _plain(obs.take(pa.array(reduced.first_row, pa.int64())).select(constant), plan.key_columns)
+    identity = Identity(obs.take(int64_array(reduced.first_row)).select(constant), None, plan.key_columns)
     counts = ReduceCounts(
         int(reduced.keys.size),
         int(reduced.attempts.min()) if reduced.attempts.size else 0,
@@ -414,7 +454,7 @@ def run_partition(plan: _Plan, table: pa.Table, *, pair_units: list[str] | None 
         cells=_cell_sums(cells, n_strata),
         unit_name=cells.unit_name,
         reduced=cells.reduced,
-        identity=cells.identity.schema,
+        identity=cells.identity_of.schema,
         group_units=group_units,
         cells_local=cells if keep else None,
         group_factor=groups if keep else None,

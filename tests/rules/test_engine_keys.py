@@ -157,3 +157,20 @@ def test_a_failed_episodes_read_leaves_no_scan_thread(card, monkeypatch):
     time.sleep(0.1)
     alive = [t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith("rollout-cards")]
     assert not alive
+
+
+def test_units_are_those_of_the_included_episodes(card):
+    """Units come from the whole table's codes cut to the included rows: a task whose
+    episodes are all selected out or excluded by status is not a unit (n_units, the
+    interval's degrees of freedom), and the identity holds exactly the included rows."""
+    rule = RULE.format(extra="", features="select: \"task_id < 't10' or task_id > 't30'\"\n",
+                       group="agent", unit="task_id")
+    run = apply_rule(card, parse_rule(rule, file="k.yaml"))
+    rows = [r for r in _rows() if (r["task_id"] < "t10" or r["task_id"] > "t30") and r["status"] != "timeout"]
+    for result in run.results:
+        mine = [r for r in rows if r["agent"] == result.group["agent"]]
+        assert result.n == len(mine)
+        assert result.interval.n_units == len({r["task_id"] for r in mine})
+    identity = run.observations.identity
+    assert sorted(identity.column("episode_id").to_pylist()) == sorted(r["episode_id"] for r in rows)
+    assert set(identity.column("task_id").to_pylist()) == {r["task_id"] for r in rows}
