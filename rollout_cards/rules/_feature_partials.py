@@ -220,6 +220,26 @@ def _partial(
     return merge_plain(agg, pa.table({"episode_id": ids, "v": values}), first=True)
 
 
+def _plain_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+
+def _same_text(a: pa.Array, b: pa.Array) -> bool:
+    """`a == b` value by value for two text arrays of one type without nulls, from their
+    buffers: the same lengths and the same bytes (one pass over a few kilobytes, where
+    `pc.equal` compares string by string)."""
+    width = np.int64 if pa.types.is_large_string(a.type) or pa.types.is_large_binary(a.type) else np.int32
+
+    def parts(x: pa.Array) -> tuple[np.ndarray, bytes | memoryview]:
+        buffers = x.buffers()
+        offsets = np.frombuffer(buffers[1], dtype=width)[x.offset : x.offset + len(x) + 1]
+        data = memoryview(buffers[2])[int(offsets[0]) : int(offsets[-1])] if buffers[2] is not None else b""
+        return offsets - offsets[0], data
+
+    (ao, ad), (bo, bd) = parts(a), parts(b)
+    return len(a) == len(b) and np.array_equal(ao, bo) and bytes(ad) == bytes(bd)
+
+
 class Positions:
     """Episode rows for step batches whose episodes come in the episodes table's order.
 
@@ -236,6 +256,28 @@ class Positions:
     def __init__(self, episode_ids: pa.ChunkedArray):
         self.ids = seg.as_array(episode_ids)
         self.next = 0
+        self._repeats: np.ndarray | None = None
+
+    def _repeat_within(self, first: int, m: int) -> bool:
+        """Whether two neighbours of ids[first:first + m] are equal (the positions of equal
+        neighbours are found once, over the whole column: per batch this is a lookup)."""
+        if self._repeats is None:
+            n = len(self.ids)
+            same = pc.equal(self.ids.slice(1), self.ids.slice(0, n - 1)) if n > 1 else pa.array([], pa.bool_())
+            self._repeats = np.flatnonzero(np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False),
+                                                      dtype=bool))
+        i = int(np.searchsorted(self._repeats, first))
+        return i < len(self._repeats) and int(self._repeats[i]) < first + m - 1
+
+    def _matches(self, run_ids: pa.Array, first: int) -> bool:
+        """Whether the runs' ids (no nulls) are the episodes' ids from row `first` on."""
+        m = len(run_ids)
+        if first + m > len(self.ids):
+            return False
+        ids = self.ids.slice(first, m)
+        if ids.null_count == 0 and run_ids.type == ids.type and _plain_text(ids.type):
+            return _same_text(run_ids, ids)
+        return bool(pc.all(pc.equal(run_ids, ids)).as_py())
 
     def rows(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray] | None:
         ids = batch.column("episode_id")
@@ -276,14 +318,14 @@ class Positions:
         run_ids = ids.dictionary
         if run_ids.null_count:
             return None
-        if m > 1 and pc.any(pc.equal(run_ids.slice(1), run_ids.slice(0, m - 1))).as_py():
-            return None  # a repeated id splits a run: the general path joins it
         first = self.next
         if first and run_ids[0].as_py() == self.ids[first - 1].as_py():
             first -= 1
-        if first + m > len(self.ids) or not pc.all(pc.equal(run_ids, self.ids.slice(first, m))).as_py():
+        if not self._matches(run_ids, first):
             return None
+        if m > 1 and self._repeat_within(first, m):
+            return None  # a repeated id splits a run (the ids matched): the general path joins it
         self.next = first + m
         at = batch.schema.get_field_index("episode_id")
-        rows = codes.astype(np.int64) + first
+        rows = np.add(codes, first, dtype=np.int64)
         return batch.set_column(at, "episode_id", int64_array(rows)), starts, np.arange(first, first + m, dtype=np.int64)
