@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -286,6 +287,11 @@ def _agree(a: dict, b: dict) -> bool:
     return all(a[k][3] == b[k][3] and np.allclose(a[k][:3], b[k][:3], rtol=1e-9, atol=1e-12) for k in a)
 
 
+def _load() -> str:
+    """The 1/5/15-minute load averages (what else ran while the times were taken)."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=100_000, help="largest card (the smaller is a quarter)")
@@ -301,7 +307,8 @@ def main() -> int:
     sizes = args.sizes or [max(1000, args.episodes // 4), args.episodes]
     widths = (44, 10, 10, 10, 9, 9, 11, 11, 11)
     print(f"{STEPS_PER_EPISODE} steps per episode, {N_TASKS} tasks, 4 agents; cluster_t over tasks; "
-          f"medians of {args.repeat} fresh-process runs; times in s, peak RSS in MiB")
+          f"medians of {args.repeat} fresh-process runs; times in s, peak RSS in MiB; "
+          f"load {_load()} on {os.cpu_count()} CPUs")
     print(row("rule / size", "engine", "duckdb", "polars", "/duckdb", "/polars", "engine MB", "duckdb MB", "polars MB", widths=widths))
     for n in sizes:
         t0 = time.perf_counter()
@@ -326,7 +333,8 @@ def main() -> int:
                       f"{med['engine'] / med['duckdb']:.2f}x", f"{med['engine'] / med['polars']:.2f}x",
                       f"{rss['engine']:.0f}", f"{rss['duckdb']:.0f}", f"{rss['polars']:.0f}", widths=widths))
         print(f"  (card generated or reused in {made:.1f} s; results agree for every rule: "
-              f"{', '.join(sorted(engine))})")
+              f"{', '.join(sorted(engine))}; load now {_load()}: a shared machine's load moves the "
+              "ratios, as the contestants use different numbers of threads)")
     return 0
 
 
