@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Iterable, Sequence
 
-__all__ = ["escape_controls", "inert_commands", "markdown_cell", "one_line", "text_table", "width"]
+__all__ = ["csv_cell", "escape_controls", "inert_commands", "markdown_cell", "one_line", "text_table", "width"]
 
 # C0/C1 controls, line and paragraph separators, every format character (Unicode category
 # Cf: bidi overrides and isolates, zero-width spaces and joiners, the soft hyphen, tag
@@ -63,6 +63,28 @@ def markdown_cell(text: object) -> str:
     (a backslash escape would not do: GFM reads "\\\\|" as an escaped backslash, then a pipe)."""
     flat = " ".join(one_line(" ".join(str(text).split())).split())
     return inert_commands(_MARKDOWN_RE.sub(lambda m: _MARKDOWN[m.group()], flat))
+
+
+# A spreadsheet (Excel, LibreOffice, Google Sheets) opening a CSV runs a cell that starts with
+# one of these as a formula (OWASP "CSV injection"): "=HYPERLINK(...)", "@SUM(...)", "-2+3+cmd|...";
+# tab and CR are read as blanks before one. Leading blanks are skipped before the test: a
+# program may trim the cell before it parses it.
+_FORMULA_START = re.compile(r"[=+\-@\t\r\n]")
+# A cell that is exactly a number is read as that number, not as a formula: left as it is.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def csv_cell(value: object) -> object:
+    """`value` as a CSV cell a spreadsheet shows as text: a text that a spreadsheet would run
+    as a formula (it starts, after any blanks, with =, +, -, @, a tab or a line break) gets a
+    leading apostrophe, OWASP's neutralisation; numbers (ints, floats, and texts that are
+    exactly a decimal number such as "-0.5") and other values are returned unchanged."""
+    if not isinstance(value, str):
+        return value
+    start = value.lstrip(" ")
+    if start[:1] and _FORMULA_START.match(start) and not _NUMBER.fullmatch(start):
+        return "'" + value
+    return value
 
 
 def width(text: str) -> int:

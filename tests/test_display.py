@@ -63,3 +63,14 @@ def test_text_table_keeps_one_line_per_row_and_aligns_by_terminal_width() -> Non
     assert width("漢字") == 4 and width("e\u0301") == 1 and width("ab") == 2
     lines = text_table(["name", "n"], [["a\nb", 1], ["漢字", 22], ["e\u0301\u0301", 3]], right={1})
     assert lines == ["name   n", "----  --", "a\\nb   1", "漢字  22", "e\u0301\u0301      3"]
+
+
+def test_csv_cell_neutralises_formulas_and_keeps_numbers() -> None:
+    from rollout_cards.display import csv_cell
+
+    # OWASP's CSV-injection triggers, with blanks before them.
+    for text in ["=1+1", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "  =1", "-", "+", "=", "\n=1"]:
+        assert csv_cell(text) == "'" + text, text
+    # Numbers (of any type, or texts that are exactly a decimal number) and plain text unchanged.
+    for value in [-0.5, 3, None, True, "-0.5", "+2", "-1e-3", ".5", "gpt-4o", "a=b", "", "'quoted"]:
+        assert csv_cell(value) == value, value

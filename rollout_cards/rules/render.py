@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..display import markdown_cell, one_line, text_table
+from ..display import csv_cell, markdown_cell, one_line, text_table
 from .results import GroupResult, RescoreReport, format_value
 
 __all__ = ["FORMATS", "render"]
@@ -325,10 +325,14 @@ def _csv(report: RescoreReport) -> str:
         "display",
         "warnings",
     ]
-    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
-    writer.writeheader()
+    table = csv.DictWriter(buffer, columns, lineterminator="\n")
+    table.writeheader()
+
+    def write(row: dict[str, Any]) -> None:  # text cells (names, ids from a package) inert in a spreadsheet
+        table.writerow({k: csv_cell(v) for k, v in row.items()})
+
     for r in report.results:
-        writer.writerow(
+        write(
             {
                 "record": "result",
                 "rule": r.rule,
@@ -353,7 +357,7 @@ def _csv(report: RescoreReport) -> str:
         )
     for c in report.comparisons:
         d = c.to_dict()
-        writer.writerow(
+        write(
             {
                 "record": f"{d['type']}_difference",
                 "rule": d["rule"],
@@ -373,7 +377,7 @@ def _csv(report: RescoreReport) -> str:
             }
         )
     for k in report.rank_changes:
-        writer.writerow(
+        write(
             {
                 "record": "rank_change",
                 "rule": k.rule,

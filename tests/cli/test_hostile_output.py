@@ -121,3 +121,55 @@ def test_markdown_tables_keep_their_rows(hostile_card):
         for table in re.findall(r"<table>(.*?)</table>", html, re.S):
             widths = {len(re.findall(r"<t[dh]>", row)) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)}
             assert len(widths) == 1, (argv, table)
+
+
+# A spreadsheet opening a CSV runs a cell that starts with = + - @ (or a tab / CR before one)
+# as a formula (OWASP "CSV injection"); a cell that is exactly a number is read as a number.
+FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "@SUM(1+1)*cmd|' /C calc'!A0", "+1+1", "-2+3+cmd|' /C x'!A0",
+            "\t=1+1", "\r=1+1", " =1"]
+PROFIT_RULE = RULE.replace("h.success", "h.profit").replace('"score.success"', '"score.profit"')
+
+
+def _runs_as_formula(cell: str) -> bool:
+    try:
+        float(cell)
+        return False  # a number, shown as one
+    except ValueError:
+        return cell.lstrip(" ")[:1] in ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+@pytest.fixture(scope="module")
+def formula_card(tmp_path_factory):
+    root = tmp_path_factory.mktemp("formulas")
+    n = 4 * len(FORMULAS)
+    ids = [f"e{i}" for i in range(n)]
+    writer = rc.CardWriter(root / "card", id="formulas", title="formulas", timestamps=False)
+    writer.write_episodes(pa.table({
+        "episode_id": ids, "task_id": [f"t{i // len(FORMULAS)}" for i in range(n)],
+        "agent": [FORMULAS[i % len(FORMULAS)] for i in range(n)], "status": ["completed"] * n,
+        "score.success": [float(i % 3 == 0) for i in range(n)],
+        "score.profit": [-0.5 - (i % 4) for i in range(n)]}))  # negative headlines: "-2.0 [...]" displays
+    writer.write_steps(pa.table({"episode_id": ids, "seq": [0] * n, "kind": ["message"] * n}))
+    writer.close()
+    (root / "r.yaml").write_text(RULE)
+    (root / "p.yaml").write_text(PROFIT_RULE)
+    return root
+
+
+def test_csv_cells_do_not_run_as_spreadsheet_formulas(formula_card):
+    import csv
+    import io
+
+    argv = ["rescore", str(formula_card / "card"), "--rule", str(formula_card / "r.yaml"),
+            "--rule", str(formula_card / "p.yaml"), "--format", "csv"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.output)))
+    running = [(k, v) for r in rows for k, v in r.items() if _runs_as_formula(v)]
+    assert not running, running
+    # The names are all there, marked as text; the numbers stay numbers (negative ones too).
+    groups = {r["group"] for r in rows if r["record"] == "result"}  # (a CR printed escaped, as \\r)
+    assert {f"agent={name}" for name in FORMULAS if "\r" not in name} < groups and len(groups) == len(FORMULAS)
+    profits = [float(r["value"]) for r in rows if r["record"] == "result" and r["rule"] == "h.profit"]
+    assert profits and all(v < 0 for v in profits)
+    assert any(r["display"].startswith("'-") for r in rows if r["rule"] == "h.profit" and r["record"] == "result")
