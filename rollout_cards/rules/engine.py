@@ -137,6 +137,9 @@ class _Plan:
     #: Text columns of the episodes the rule only groups, counts or pairs on (no expression
     #: reads them): the local engine keeps them dictionary-encoded, as stored (see _episodes).
     key_columns: frozenset[str] = frozenset()
+    #: Where the card was opened from: errors about its rows name it (a library caller, or a
+    #: script over many cards, could not tell which card an enum violation is in).
+    card: str | None = None
 
 
 def _unknown(name: str, names: Sequence[str], what: str = "column") -> str:
@@ -207,6 +210,7 @@ def _plan(card: Any, rule: Rule, file: str | None, seed: int | None, keep: Seque
         pair_on=rule.compare.pair_on if rule.compare else None,
         key_columns=frozenset(c for c in used - evaluated - {"episode_id"}
                               if c in names and variable_width(episodes_schema.field(c).type)),
+        card=getattr(card, "path", None),
     )
     plan.warnings += _drop_warnings(card, rule, plan)
     return plan

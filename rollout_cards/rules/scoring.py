@@ -73,12 +73,15 @@ def _score(table: pa.Table, plan: _Plan) -> _Scored:
     use_score = np.zeros(n, dtype=bool)
     excluded_status: dict[str, np.ndarray] = {}
     for code, (status,) in enumerate(statuses.labels):
-        if status not in allowed:
-            raise CardFormatError(
-                f"episodes.status holds {str(status)[:40]!r}, which is not a terminal state "
-                f"({', '.join(sorted(allowed))}); validate the card"
-            )
         rows = statuses.codes == code
+        if status not in allowed:
+            first = int(np.flatnonzero(rows)[0])
+            where = f"{plan.card}: " if plan.card else ""
+            raise CardFormatError(
+                f"{where}episodes.status holds {str(status)[:40]!r}, which is not a terminal state "
+                f"({', '.join(sorted(allowed))}), in {int(rows.sum())} row(s) (first: the row of episode_id "
+                f"{str(table.column('episode_id')[first].as_py())[:80]!r}); validate the card"
+            )
         policy = rule.on_status.policy(status)
         if policy == "score":
             use_score |= rows

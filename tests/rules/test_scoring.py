@@ -147,3 +147,28 @@ def test_scores_just_below_the_bound_give_the_t_interval_scipy_gives(tmp_path):
     assert head.value == pytest.approx(mean * 1e99, rel=1e-9)
     assert head.interval.low == pytest.approx(low * 1e99, rel=1e-9)
     assert head.interval.high == pytest.approx(high * 1e99, rel=1e-9)
+
+
+def test_a_status_outside_the_enum_names_the_card_the_table_and_the_row(tmp_path):
+    """A library caller (no CLI to put the card in front) got 'episodes.status holds ...' with
+    neither the card nor the episode; the error now names both."""
+    import shutil
+    import sys
+
+    from rollout_cards.errors import CardFormatError
+
+    sys.path.insert(0, str(REPO / "fixtures"))
+    import bad_cards
+
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    bad_cards.edit_table(card, "episodes.parquet", lambda t: bad_cards.set_cell(t, "status", 3, "aaa\n\x1b[2J"))
+    import pyarrow.parquet as pq
+
+    episode = pq.read_table(card / "episodes.parquet", columns=["episode_id"]).column(0)[3].as_py()
+    with pytest.raises(CardFormatError) as info:
+        rc.rescore(card)  # the card's own rules; no validation first
+    message = str(info.value)
+    assert message.startswith(f"{card}: episodes.status holds 'aaa\\n\\x1b[2J', which is not a terminal state")
+    assert f"in 1 row(s) (first: the row of episode_id {episode!r})" in message
+    assert "\n" not in message and "\x1b" not in message
