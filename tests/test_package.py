@@ -55,6 +55,27 @@ def test_validating_a_card_without_rules_loads_no_jsonschema_yaml_or_pandas():
     assert "pyarrow.compute" not in loaded
 
 
+def test_models_compile_their_validators_on_first_use():
+    """Importing the models compiles no pydantic validator (defer_build); parsing a card.json
+    compiles the manifest tree's. (model/rule.py builds one at import, for its DEFAULT_ON_STATUS
+    instance; rules load only for a card that has them.)"""
+    code = ("import inspect, pydantic, pydantic_core\n"
+            "from rollout_cards.model import card, rule\n"
+            "from rollout_cards.validate import report\n"
+            "def built():\n"
+            "    return sorted(n for m in (card, report) for n, c in vars(m).items()\n"
+            "                  if inspect.isclass(c) and issubclass(c, pydantic.BaseModel) and c.__module__ == m.__name__\n"
+            "                  and isinstance(c.__pydantic_validator__, pydantic_core.SchemaValidator))\n"
+            "print('at-import', *built())\n"
+            "from rollout_cards.io.manifest import parse_manifest\n"
+            "parse_manifest(open('fixtures/cards/minimal/card.json', 'rb').read())\n"
+            "print('after-parse', *built())\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    at_import, after_parse = (line.split()[1:] for line in out.stdout.splitlines())
+    assert at_import == []
+    assert "CardManifest" in after_parse
+
+
 def test_a_built_in_import_loads_no_pandas(tmp_path):
     pytest.importorskip("pandas", reason="needs pandas installed (the test extra has it)")
     source = ROOT / "fixtures" / "sources" / "tau-bench" / "orphan-result.json"

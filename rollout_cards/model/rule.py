@@ -83,7 +83,8 @@ def _once(columns: list[str], what: str) -> None:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Validators compiled on first use, one per tree (see model/card.py's _Model).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class RuleKind(StrEnum):

@@ -154,7 +154,7 @@ CODES: dict[str, Code] = {
 class Location(BaseModel):
     """Where a finding is: a file and, inside it, a JSON pointer or a row and column."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     file: str | None = None
     """Path inside the card (escaped), or None for the package as a whole."""
@@ -179,7 +179,7 @@ class Location(BaseModel):
 class Finding(BaseModel):
     """One problem (or note) found in the card."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     code: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
     """Stable kebab-case code from the catalogue (docs/validation.md)."""
@@ -194,7 +194,7 @@ class Finding(BaseModel):
 class CheckRun(BaseModel):
     """What became of one check."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     """Check name, e.g. inventory.digests."""
@@ -209,7 +209,7 @@ class CheckRun(BaseModel):
 class Report(BaseModel):
     """The result of validating a card (`rcard validate --format json`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     format: Literal["rollout-card-report/0.1"] = REPORT_FORMAT
     """Version of this report's layout."""
