@@ -29,7 +29,7 @@ from ..io.reader import Card, open_card
 from ..io.targets import file_target, write_output
 from ..summary import summarize
 from ..tables import TerminalStatus
-from ..yamldoc import load_strict_yaml
+from ..yamldoc import StrictYamlError, load_strict_yaml
 from ._files import read_small_file
 
 __all__ = ["DatasetCard", "check_dataset_card", "front_matter", "hf_license", "render_dataset_card",
@@ -258,8 +258,10 @@ def _parse_front(text: str) -> tuple[dict[str, Any] | None, list[Problem]]:
         return None, [Problem("front matter", "no closing '---' line")]
     try:
         data = load_strict_yaml(text[4:end])[0]
-    except yaml.YAMLError as exc:
-        return None, [Problem("front matter", f"invalid YAML: {exc}")]
+    except StrictYamlError as exc:
+        # The loader counts lines of the front matter alone; README.md has the opening '---' above it.
+        where = f"line {exc.line + 1}: " if exc.line else ""
+        return None, [Problem("front matter", f"{where}{exc.message}")]
     if not isinstance(data, dict):
         return None, [Problem("front matter", "must be a YAML mapping")]
     return data, []

@@ -179,3 +179,14 @@ def test_front_matter_fields_of_another_shape_are_problems_not_crashes() -> None
     one = "configs:\n- config_name: episodes\n  data_files: episodes.parquet\n- config_name: steps\n  data_files: {path: 7}\n"
     problems = {(p.location, p.message) for p in check_dataset_card(head + one + "---\n", card)}
     assert problems == {("configs[1].data_files[0]", "is int '7'; expected a list")}
+
+
+def test_a_front_matter_syntax_error_names_the_line_of_readme() -> None:
+    card = rc.open(FIXTURE_CARDS / "synthetic")
+    lines = render_dataset_card(card).splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("license:"))
+    lines[at] = "license: a: b\n"  # a mapping value where a scalar is: PyYAML blames this very line
+    (problem,) = check_dataset_card("".join(lines), card)
+    # The line in README.md (1-based), counting the opening '---' above the YAML; it read one too few.
+    assert problem.location == "front matter"
+    assert problem.message.startswith(f"line {at + 1}: not valid YAML: "), problem.message
