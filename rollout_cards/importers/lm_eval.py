@@ -277,6 +277,10 @@ def _import_samples(session: ImportSession, state: _State, path: Path, task: str
                 metrics = [k for k in sample if k not in _SAMPLE_KEYS]
             if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
                 raise probe.error("metrics is not a list of metric names")
+            if "" in metrics or "" in sample:
+                # Keys become score.<metric> / meta.<key> columns, which need a name; lm-eval never
+                # writes an empty one, so the file was edited.
+                raise probe.error('a key or metric name is empty (""); name it, or remove it from the sample')
             episode_id = (f"{model}/" + (f"{this.label}/" if this.several else "") + f"{task}/{doc_id}"
                           + ("" if flt == "none" else f"/{flt}"))
             steps = StepBuffer(episode_id, file=str(path), record=f"{label} (doc_id {doc_id!r})")

@@ -105,6 +105,9 @@ def test_a_task_without_its_samples_file_is_a_declared_drop(tmp_path):
     ('{"doc_id": 0, "metrics": ["acc"], "acc": 99999999999999999999999}', "line 1"),
     ('{"doc_id": 0, "metrics": ["acc"], "acc": "\\ud800"}', "surrogate"),
     ('{"doc_id": [1], "metrics": ["acc"], "acc": 1}', "doc_id"),
+    # An empty name would become the column "score." / "meta.": exit 2 ("not a standard column") before.
+    ('{"doc_id": 0, "metrics": ["acc", ""], "acc": 1, "": 1}', 'name is empty'),
+    ('{"doc_id": 0, "metrics": ["acc"], "acc": 1, "": "x"}', 'name is empty'),
 ])
 def test_bad_sample_lines_name_file_line_and_field(tmp_path, line, needle):
     root = _write_run(tmp_path / "run", [line, '{"doc_id": 1, "metrics": ["acc"], "acc": 1}'])
