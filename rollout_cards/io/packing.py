@@ -44,6 +44,10 @@ def _card_listing(root: Path, manifest: CardManifest) -> None:
             continue
         if entry.kind != "file":
             raise CardFormatError(f"{root}/{entry.path} is a {entry.kind}; a card holds only regular files")
+        if entry.links > 1:
+            # As validate's path-hardlink: another name can change the file behind the card's back.
+            raise CardFormatError(f"{root}/{entry.path} has {entry.links} hard links; store an independent copy "
+                                  "of the file before packing")
         if entry.path != MANIFEST and entry.path not in listed:
             raise CardFormatError(
                 f"{root}/{entry.path} is not listed in card.json's inventory; remove it, or add it "

@@ -157,6 +157,17 @@ def test_pack_refuses_a_symlink_in_the_card(synthetic_copy: Path, tmp_path: Path
         pack_card(synthetic_copy, tmp_path / "x.rcard")
 
 
+@pytest.mark.parametrize("name", ["card.json", "episodes.parquet"])
+def test_pack_refuses_a_hard_linked_file_as_validate_does(synthetic_copy: Path, tmp_path: Path, name: str) -> None:
+    os.link(synthetic_copy / name, tmp_path / "other-name")
+    out = tmp_path / "x.rcard"
+    with pytest.raises(CardFormatError, match=f"{name} has 2 hard links; store an independent copy"):
+        pack_card(synthetic_copy, out)
+    assert not out.exists()
+    finding = next(f for f in rc.validate(synthetic_copy).findings if f.code == "path-hardlink")
+    assert "store an independent copy" in finding.message
+
+
 def test_pack_refuses_a_changed_file_and_leaves_nothing(synthetic_copy: Path, tmp_path: Path) -> None:
     path = synthetic_copy / "steps.parquet"
     data = bytearray(path.read_bytes())
