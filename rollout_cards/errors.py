@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .display import one_line
+
 __all__ = [
     "CardFormatError",
     "DecodeLimitError",
@@ -76,7 +78,9 @@ class ManifestError(CardFormatError):
     def __init__(self, source: str, problems: list[Problem]):
         self.source = source
         self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
+        # One line per problem: a key or member name from the package may hold a newline, which
+        # would otherwise start a line of its own (and could pose as a message of rcard's).
+        lines = "\n".join(f"  - {one_line(p)}" for p in self.problems)
         super().__init__(f"{source}: {len(self.problems)} problem(s)\n{lines}")
 
 
