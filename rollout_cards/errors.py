@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .display import one_line
+from .display import one_line, width
 
 __all__ = [
     "CardFormatError",
@@ -184,10 +184,13 @@ class ExpressionError(RuleError):
             # A window of the expression around the column: an expression may be 10,000
             # characters (a literal of thousands of digits), the message one screen.
             start = max(0, min(column - 1 - _WINDOW // 2, len(expression) - _WINDOW))
-            shown = expression[start : start + _WINDOW]
+            # Shown on one line with controls escaped (a rule's expression may hold a newline or an
+            # escape sequence), and the caret placed by terminal width, not by character count.
+            shown = one_line(expression[start : start + _WINDOW])
+            before = one_line(expression[start : column - 1])
             lead = "..." if start else ""
             tail = "..." if start + _WINDOW < len(expression) else ""
-            pointer = f" (column {column})\n    {lead}{shown}{tail}\n    {' ' * (len(lead) + column - 1 - start)}^"
+            pointer = f" (column {column})\n    {lead}{shown}{tail}\n    {' ' * width(lead + before)}^"
         super().__init__(f"{message}{pointer}", file=file, key=key)
 
 

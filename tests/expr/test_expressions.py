@@ -234,6 +234,18 @@ def test_an_error_in_a_long_expression_shows_a_window_around_its_column() -> Non
     assert window[caret.index("^"):].startswith("1" * 30 + " + y")  # the caret under the literal
 
 
+@pytest.mark.parametrize("literal", ["名前の値", "a\nb\tc", "\x1b[31m", "e\u0301"])
+def test_the_caret_stays_under_the_error_after_wide_or_escaped_characters(literal: str) -> None:
+    from rollout_cards.display import width
+
+    err = error_of(f'x == "{literal}" and )', schema=None)
+    lines = str(err).split("\n")
+    assert len(lines) == 3, lines  # a newline of the rule is shown escaped, on the window's line
+    window, caret = lines[1], lines[2]
+    # The terminal column of ')' in the window is where the caret is (wide characters take two).
+    assert width(window[: window.index(")")]) == caret.index("^"), (window, caret)
+
+
 def test_booleans_count_as_numbers() -> None:
     table = pa.table({"p": [True, False, None], "q": [True, True, False]})
     assert values("p == 1", table) == [True, False, None]
