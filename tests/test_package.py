@@ -55,6 +55,19 @@ def test_validating_a_card_without_rules_loads_no_jsonschema_yaml_or_pandas():
     assert "pyarrow.compute" not in loaded
 
 
+def test_a_card_without_a_license_loads_no_spdx_table():
+    """packaging's SPDX table (~6 ms of start-up) loads only when a card declares a license; the
+    minimal card declares none. A declared license is still canonicalised (model/card.py)."""
+    code = ("from rollout_cards.cli import main\ncode = main(['validate', 'fixtures/cards/minimal'])\n"
+            "assert code == 0, code")
+    loaded = _modules_after(code)
+    assert "rollout_cards.validate" in loaded  # it did validate
+    assert sorted(m for m in loaded if m.split(".")[0] == "packaging") == []
+    from rollout_cards.model.card import Scope
+
+    assert Scope(license="mit OR apache-2.0").license == "MIT OR Apache-2.0"
+
+
 def test_models_compile_their_validators_on_first_use():
     """Importing the models compiles no pydantic validator (defer_build); parsing a card.json
     compiles the manifest tree's. (model/rule.py builds one at import, for its DEFAULT_ON_STATUS
