@@ -30,6 +30,7 @@ from ..errors import (
     UnsafeArchiveError,
     WriterError,
 )
+from . import deferred_params
 
 __all__ = ["EXIT_INTERNAL", "EXIT_INVALID", "EXIT_OK", "app", "fail", "main", "printable", "run"]
 
@@ -234,6 +235,7 @@ def _readable_metavars(command: Any) -> Any:
     ctx = command.context_class(command, help_option_names=["-h", "--help"])
     help_option = command.get_help_option(ctx)  # created once and cached by the command
     for param in [*getattr(command, "params", ()), *([help_option] if help_option else [])]:
+        deferred_params.defer_coercion(param)
         if param.metavar is not None:
             continue
         if getattr(param, "is_flag", False) or getattr(param, "is_bool_flag", False):
