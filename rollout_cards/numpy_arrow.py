@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["bool_array", "check_batch", "dictionary_codes", "int64_array", "validity"]
+__all__ = ["bool_array", "check_batch", "dictionary_codes", "int64_array", "raw_codes", "validity"]
 
 
 def int64_array(values: np.ndarray | Sequence[int]) -> pa.Array:
@@ -35,7 +35,7 @@ def bool_array(values: np.ndarray | Sequence[bool]) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), len(data), [None, pa.py_buffer(bits)])
 
 
-def _raw_codes(indices: pa.Array) -> np.ndarray:
+def raw_codes(indices: pa.Array) -> np.ndarray:
     """The index buffer of `indices` in its own width (null rows hold anything), read-only."""
     dtype = np.dtype(indices.type.to_pandas_dtype())
     return np.frombuffer(indices.buffers()[1], dtype=dtype)[indices.offset : indices.offset + len(indices)]
@@ -48,7 +48,7 @@ def dictionary_codes(arr: pa.Array, null_code: int = 0) -> np.ndarray:
     are a read-only view of the buffer: widening 65,536 codes per column per batch to int64
     was a visible part of a scan."""
     indices = arr.indices
-    codes = _raw_codes(indices)
+    codes = raw_codes(indices)
     if indices.null_count:
         wide = np.promote_types(codes.dtype, np.min_scalar_type(null_code))
         null = wide.type(null_code)
@@ -82,7 +82,7 @@ def check_batch(batch: pa.RecordBatch) -> None:
         indices = column.indices
         if indices.null_count == len(indices):
             continue
-        codes = _raw_codes(indices)  # null rows usually hold 0: look at them only on a miss
+        codes = raw_codes(indices)  # null rows usually hold 0: look at them only on a miss
         if len(dictionary) and codes.min() >= 0 and codes.max() < len(dictionary):
             continue
         out = (codes < 0) | (codes >= len(dictionary))

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from .. import arrow_compute as ac
 from ..errors import DecodeLimitError
-from ..numpy_arrow import dictionary_codes, validity
+from ..numpy_arrow import dictionary_codes, raw_codes, validity
 
 __all__ = [
     "BATCH_DECODED_BYTES",
@@ -73,17 +73,40 @@ def _row_bytes(arr: pa.Array) -> np.ndarray:
 
 def _column_bytes(arr: pa.Array) -> int:
     """What the column decodes to: the sum of each row's value length (a null row counts as
-    value 0)."""
+    value 0). Exact, and cheap on the usual columns: this runs on every encoded column of
+    every batch of a scan (a tenth of the count rule's time on 20M steps)."""
     lengths = _lengths(arr)
     if not len(lengths):
         return 0
-    codes = _indices(arr)
+    rows = len(arr)
+    if lengths.min() == lengths.max():
+        return rows * int(lengths[0])  # fixed-width ids: every row (a null one is value 0) has that length
     if len(lengths) <= _FEW_VALUES:
-        # a comparison pass per value: bincount's increments of a few counters wait on each other
-        uses = np.array([np.count_nonzero(codes == j) for j in range(len(lengths))], dtype=np.int64)
-        return int(uses @ lengths)
+        return _few_values_bytes(arr, lengths)
     # each row's length, summed: a gather from a small table (~2x faster than bincount's counts)
-    return int(np.take(lengths, codes).sum())
+    return int(np.take(lengths, _indices(arr)).sum())
+
+
+def _few_values_bytes(arr: pa.Array, lengths: np.ndarray) -> int:
+    """`_column_bytes` of a small dictionary: every row at the most common length, corrected
+    by a comparison pass per value of another length, on the raw codes (a pass per value:
+    bincount's increments of a few counters wait on each other; null rows, whose raw codes
+    hold anything, are masked out here and counted as value 0, instead of rewriting every
+    code as `dictionary_codes` does)."""
+    indices = arr.indices
+    values, counts = np.unique(lengths, return_counts=True)
+    common = int(values[np.argmax(counts)])
+    codes = raw_codes(indices)
+    valid = validity(indices) if indices.null_count else None
+    total = len(arr) * common
+    for j in np.flatnonzero(lengths != common):
+        hit = codes == j
+        if valid is not None:
+            hit &= valid
+        total += (int(lengths[j]) - common) * int(np.count_nonzero(hit))
+    if valid is not None:
+        total += (int(lengths[0]) - common) * indices.null_count
+    return total
 
 
 class DecodeBudget:

@@ -132,6 +132,25 @@ def test_charge_and_codes_read_from_the_buffers_equal_the_decoded_values(offset,
     assert charged == expected == budget.used
 
 
+@pytest.mark.parametrize("words", [["ep-1", "ep-2", "ep-3"], ["lookup", "search", "book", "cancel", None],
+                                   ["a", "bb", "cc", "dd", "ee", "ff", "g"], ["same", "xx"]])
+def test_charge_is_exact_with_garbage_codes_under_nulls(words):
+    # a null row's index slot may hold any value (here out of the dictionary's bounds); the
+    # charge reads raw codes, so it must mask those rows and count them as the first value.
+    # Reference: plain Python over the decoded values
+    rng = np.random.default_rng(len(words))
+    n = 500
+    codes = rng.integers(0, len(words), n).astype(np.int32)
+    null = rng.random(n) < 0.4
+    codes[null] = rng.integers(-7, 90, int(null.sum()))
+    bits = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    indices = pa.Array.from_buffers(pa.int32(), n, [bits, pa.py_buffer(codes)], null_count=int(null.sum()))
+    column = pa.DictionaryArray.from_arrays(indices, pa.array(words, pa.string())).slice(5)
+    first = len(words[0] or "")
+    expected = sum(first if i is None else len(words[i] or "") for i in column.indices.to_pylist())
+    assert decode.DecodeBudget("t", 10**9).charge(pa.record_batch({"s": column}), {"s"}) == expected
+
+
 def test_encoded_steps_decode_to_the_plain_batches(tmp_path):
     card = rc.open(bomb_card(tmp_path, rows=50, value_bytes=10))
     plain = pa.Table.from_batches(list(card.iter_steps(columns=["episode_id", "content", "seq"])))
