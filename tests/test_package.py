@@ -68,6 +68,27 @@ def test_a_card_without_a_license_loads_no_spdx_table():
     assert Scope(license="mit OR apache-2.0").license == "MIT OR Apache-2.0"
 
 
+def test_no_model_has_a_builtin_default_factory():
+    """pydantic reads a default factory's signature when it builds a validator; for a builtin
+    (`list`, `dict`) that parses its text signature with the tokenize module, whose first use
+    compiles its regular expressions (5-9 ms of start-up): the models use `empty_list` /
+    `empty_dict` (model/card.py). validate.report's Report had three (fixed); fails on those."""
+    import pydantic
+
+    from rollout_cards.model import card, rule
+    from rollout_cards.validate import report
+
+    builtin = [f"{m.__name__}.{c.__name__}.{name}" for m in (card, rule, report) for c in vars(m).values()
+               if isinstance(c, type) and issubclass(c, pydantic.BaseModel) and c.__module__ == m.__name__
+               for name, f in c.model_fields.items() if f.default_factory in (list, dict, set, tuple, frozenset)]
+    assert builtin == []
+    code = ("import tokenize\nfrom rollout_cards.cli import main\n"
+            "assert main(['validate', 'fixtures/cards/minimal', '--format', 'json']) == 0\n"
+            "print(tokenize._compile.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "0"  # nothing on the minimal card's path tokenized a signature
+
+
 def test_models_compile_their_validators_on_first_use():
     """Importing the models compiles no pydantic validator (defer_build); parsing a card.json
     compiles the manifest tree's. (model/rule.py builds one at import, for its DEFAULT_ON_STATUS

@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..display import one_line
+from ..model.card import empty_dict, empty_list
 from ..model.schemas import register_document
 
 __all__ = [
@@ -227,13 +228,13 @@ class Report(BaseModel):
     """Number of findings by severity, including findings left out by the cap."""
     findings: list[Finding]
     """The findings, in check order (cheap checks first)."""
-    omitted: dict[str, int] = Field(default_factory=dict)
+    omitted: dict[str, int] = Field(default_factory=empty_dict)
     """Code -> findings counted but not listed because of max_findings (or the hard cap)."""
     max_findings: int | None = None
     """The per-code cap that was requested (None: only the hard cap applies)."""
-    checks: list[CheckRun] = Field(default_factory=list)
+    checks: list[CheckRun] = Field(default_factory=empty_list)
     """Every check, in the order run, with its status."""
-    ignored: dict[str, int] = Field(default_factory=dict)
+    ignored: dict[str, int] = Field(default_factory=empty_dict)
     """Code -> findings left out of the verdict because the caller asked (`--ignore CODE`)."""
 
     @property
