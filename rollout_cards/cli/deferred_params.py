@@ -15,7 +15,6 @@ typer without it the tree is left as typer made it (slower, same behaviour).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -50,17 +49,15 @@ def _unchanged(descriptor: Any, value: Any, ctx: Any) -> Any:
 
 if RuntimeParam is not None:
 
-    @dataclass(frozen=True)
     class _Deferred(RuntimeParam):  # type: ignore[misc,valid-type]
-        """typer's runtime parameter, built only for a value that needs it."""
-
-        descriptor: TypeDescriptor
+        """typer's runtime parameter, built only for a value that needs it. Not a dataclass of its
+        own: the parameter it serves carries the descriptor, and a dataclass costs ~1 ms to create."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            known = _unchanged(self.descriptor, value, ctx)
+            known = _unchanged(param.type_descriptor, value, ctx)
             if known is not _NOT_TRIVIAL:
                 return known
-            built = build_runtime_param(self.descriptor)
+            built = build_runtime_param(param.type_descriptor)
             param._runtime_param = built  # later values go straight to typer's adapter
             return built._coerce_value(value, param=param, ctx=ctx)
 
@@ -70,5 +67,4 @@ def defer_coercion(param: Any) -> None:
     descriptor = getattr(param, "type_descriptor", None)
     if RuntimeParam is not None and isinstance(descriptor, TypeDescriptor) \
             and getattr(param, "_runtime_param", False) is None:
-        param._runtime_param = _Deferred(parameter_info=descriptor.parameter_info,
-                                         annotation=descriptor.annotation, descriptor=descriptor)
+        param._runtime_param = _Deferred(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation)
