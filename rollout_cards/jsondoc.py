@@ -41,10 +41,11 @@ from bisect import bisect_right
 from itertools import accumulate
 from typing import Any
 
-try:
-    import msgspec
-except ImportError:  # a core dependency; an environment installed before it was one decodes strictly (slower)
-    msgspec = None
+#: msgspec, imported on the first fast call (`_load`): importing it costs ~10-18 ms of CPU, paid
+#: before by every command that reads a card.json (`rcard validate` of a small card calls no fast
+#: path; issue 14 item 5). None when it is not installed: a core dependency, but an environment
+#: installed before it was one decodes strictly (slower).
+msgspec: Any = "not loaded"
 
 __all__ = [
     "CONSTANTS_DECODER",
@@ -193,13 +194,34 @@ def _repr_float(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
-if msgspec is not None:
-    _FAST = msgspec.json.Decoder().decode
-    _FAST_MARKED = msgspec.json.Decoder(float_hook=_marked_float).decode
-    _FAST_SPAN = msgspec.json.Decoder(msgspec.Raw).decode  # skips a value (validating it), keeps its bytes
-    _FAST_ERRORS: tuple[type[BaseException], ...] = (msgspec.DecodeError, RecursionError, UnicodeError)
-else:
-    _FAST_ERRORS = ()
+_FAST: Any = None  # set last by _load: a thread that sees it set sees the others set too
+_FAST_MARKED: Any = None
+_FAST_SPAN: Any = None
+_SORTED: Any = None
+_FAST_ERRORS: tuple[type[BaseException], ...] = ()
+_ENCODE_ERRORS: tuple[type[BaseException], ...] = ()
+
+
+def _load() -> bool:
+    """Import msgspec and build its decoders and encoder (the fast paths call this first, as
+    `msgspec is None or (_FAST is None and not _load())`: no call once loaded); False when msgspec
+    is not installed."""
+    global msgspec, _FAST, _FAST_MARKED, _FAST_SPAN, _SORTED, _FAST_ERRORS, _ENCODE_ERRORS
+    try:
+        import msgspec as module
+    except ImportError:
+        msgspec = None
+        return False
+    msgspec = module
+    _FAST_MARKED = module.json.Decoder(float_hook=_marked_float).decode
+    _FAST_SPAN = module.json.Decoder(module.Raw).decode  # skips a value (validating it), keeps its bytes
+    _SORTED = module.json.Encoder(order="sorted", enc_hook=_repr_float).encode
+    _FAST_ERRORS = (module.DecodeError, RecursionError, UnicodeError)
+    _ENCODE_ERRORS = (module.EncodeError, TypeError, ValueError, OverflowError, RecursionError)
+    _FAST = module.json.Decoder().decode
+    return True
+
+
 # Digits to "0", every other byte to " ": a run of 19 digits is then found by bytes.find (C speed;
 # a regex for it costs 10x more on digit-rich text).
 _DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
@@ -229,7 +251,7 @@ def _long_integer(data: bytes | memoryview) -> bool:
 def fast_decode(text: str | bytes) -> Any:
     """The value of a whole JSON document as the strict decoder gives it, or `MISS` when msgspec
     refuses it or could differ (then decode it strictly: the error, if any, is the strict one)."""
-    if msgspec is None:
+    if msgspec is None or (_FAST is None and not _load()):
         return MISS
     if len(text) > _FAST_MAX:
         return MISS
@@ -250,7 +272,7 @@ def fast_container(data: bytes, start: int, stop: int, *, marked: bool = False) 
     those of strictly decoded UTF-8 text (the caller decoded them; msgspec checks its strings too).
     `marked`: floats msgspec writes unlike repr are `ReprFloat`s (pass `marked=True` to
     `fast_text(s)` of the value or its parts: no float needs rewriting)."""
-    if msgspec is None:
+    if msgspec is None or (_FAST is None and not _load()):
         return MISS
     if stop - start > _FAST_MAX:
         return MISS
@@ -285,7 +307,7 @@ def fast_items(text: str | bytes, key: str) -> Any:
     """(value, the JSON text of each item of its array member `key`) of a whole document that
     is an object, as `importers.json_stream.parse_json_items` gives them (a repeated key: the
     last one's items), or `MISS` (no such array, msgspec refuses or could differ)."""
-    if msgspec is None:
+    if msgspec is None or (_FAST is None and not _load()):
         return MISS
     if len(text) > _FAST_MAX:
         return MISS
@@ -306,11 +328,6 @@ def fast_items(text: str | bytes, key: str) -> Any:
     return value, [bytes(item).decode("utf-8") for item in items]
 
 
-if msgspec is not None:
-    _SORTED = msgspec.json.Encoder(order="sorted", enc_hook=_repr_float).encode
-    _FAST_ITEMS = msgspec.json.Decoder(list[msgspec.Raw]).decode  # the bytes of each item of an array
-    _ENCODE_ERRORS: tuple[type[BaseException], ...] = (msgspec.EncodeError, TypeError, ValueError, OverflowError,
-                                                        RecursionError)
 # Floats msgspec writes unlike Python's repr (which json.dumps writes): an exponent (msgspec 1e16,
 # 1.5e-7; repr 1e+16, 1.5e-07) or fixed notation below 1e-4 (msgspec 0.0000265; repr 2.65e-05); the
 # digits are the same (both the shortest that round-trip). Candidates are found by bytes.find (a
@@ -331,7 +348,7 @@ def fast_text(value: Any, *, marked: bool = False) -> str | None:
     type, msgspec refuses it, or the text holds `null` (msgspec writes NaN and Infinity as null,
     which json_text refuses; a None costs the slow path). `marked`: every float of `value` that
     msgspec writes unlike repr is a ReprFloat (`fast_container(..., marked=True)` decoded it)."""
-    if msgspec is None or type(value) not in (dict, list):
+    if type(value) not in (dict, list) or msgspec is None or (_FAST is None and not _load()):
         return None
     out = _sorted_text(value, marked)
     return None if out is None or out.find(b"null") >= 0 else out.decode("utf-8")
@@ -343,7 +360,7 @@ def fast_texts(values: list[Any], *, finite: bool = False, marked: bool = False)
     the values are known to hold no NaN or Infinity float (msgspec decoded them, or their source
     text has no such literal), so a `null` in a text is a JSON null, as json_text writes it.
     `marked`: as for `fast_text` (then no text is searched for floats to rewrite)."""
-    if msgspec is None:
+    if msgspec is None or (_FAST is None and not _load()):
         return None
     try:
         outs = list(map(_SORTED, values))

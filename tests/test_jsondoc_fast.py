@@ -227,3 +227,18 @@ def test_a_text_over_the_fast_paths_size_limit_is_decoded_strictly(monkeypatch):
     assert fast_decode(text) is MISS and fast_items(text, "events") is MISS
     assert fast_container(text.encode(), 0, len(text)) is MISS and fast_container(b"[1, 2]", 0, 6) == ([1, 2], 6)
     assert parse_json_items(text, "f", key="events") == ({"events": [1, 2, 3]}, ["1", "2", "3"])
+
+
+def test_msgspec_is_imported_by_the_first_fast_call_only():
+    """jsondoc imports msgspec on the first fast call (~10-18 ms of start-up otherwise, for
+    commands that never make one); the call then gives msgspec's value, and so do later ones."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom rollout_cards import jsondoc\n"
+            "print('msgspec' in sys.modules)\n"
+            "print(jsondoc.fast_decode(b'{\"a\": [1, 2.5, null]}'))\n"
+            "print('msgspec' in sys.modules, jsondoc.fast_text({'b': 1, 'a': 0.5}))\n"
+            "print(jsondoc.fast_container(b'[1],2', 0, 5))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["False", "{'a': [1, 2.5, None]}", 'True {"a":0.5,"b":1}', "([1], 3)"]
