@@ -2,8 +2,10 @@
 
 typer 0.29 coerces every parameter of the invoked command through a pydantic `TypeAdapter`,
 built on first use, also for a value left at its default: that imports pydantic's fields,
-types and schema generator and compiles a validator per parameter (about a third of a small
-`rcard validate`'s start-up, issue 14 item 5). Most values on a command line need no
+types and schema generator and compiles a validator per parameter, even for `rcard CMD --help`
+(the root's options are coerced first: 0.62 -> 0.41 s CPU for `rcard validate --help`). A
+command that builds our own models loads most of that anyway, so `rcard validate` of a small
+card gains little (within noise, issue 14 item 5). Most values on a command line need no
 conversion: an option not given (None, handled before any adapter), a default enum member,
 a string, a list of strings. For those the value typer would return is known; every other
 value (a number, a path, a choice typed as text, anything unexpected) goes to the adapter

@@ -57,8 +57,9 @@ def test_every_parameter_coerces_as_typer_does(where, param):
 
 
 def test_validating_the_minimal_card_builds_no_typer_adapter():
-    """typer's adapters (pydantic TypeAdapters, one per parameter) are a third of a small
-    validate's start-up; the minimal card's arguments need none of them (fails on the old code)."""
+    """typer's adapters (pydantic TypeAdapters, one per parameter): the minimal card's arguments
+    need none of them (fails on the old code). `validate --help` loads no pydantic at all
+    (tests/test_package.py)."""
     code = ("import sys\nfrom rollout_cards.cli import main\n"
             "assert main(['validate', 'fixtures/cards/minimal', '--format', 'json']) in (0, 1)\n"
             "print('typer._adapters' in sys.modules)")
