@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..expr import Expression
-from ..numpy_arrow import dictionary_codes, int64_array
+from ..numpy_arrow import int64_array, raw_codes, validity
 
 __all__ = ["PerValue", "decoded", "evaluate", "evaluate_mask", "evaluate_rows"]
 
@@ -168,11 +168,7 @@ class PerValue:
         if float(np.prod(np.asarray(sizes, dtype=np.float64))) > min(MAX_COMBINATIONS, batch.num_rows):
             return None
         table = self._table(names, dictionaries, sizes)
-        # int32 is wide enough for MAX_COMBINATIONS and keeps the passes over the rows narrow
-        row = dictionary_codes(columns[0], sizes[0] - 1).astype(np.int32, copy=False)
-        for column, size in zip(columns[1:], sizes[1:], strict=True):
-            row = row * np.int32(size) + dictionary_codes(column, size - 1)
-        return table, table.slots(self.expr, names, row)
+        return table, table.slots(self.expr, names, _combination_rows(columns, sizes))
 
     def values(self, batch: pa.RecordBatch) -> pa.Array:
         """`expr.evaluate(batch)`, computed per distinct value when the batch allows it."""
@@ -181,6 +177,7 @@ class PerValue:
             return self.expr.evaluate(batch)
         table, slots = found
         assert table.results is not None
+        slots = slots.astype(np.int32, copy=False)  # (narrower when the table is whole)
         return table.results.take(pa.Array.from_buffers(pa.int32(), len(slots), [None, pa.py_buffer(slots)]))
 
     def mask(self, batch: pa.RecordBatch) -> np.ndarray:
@@ -190,7 +187,53 @@ class PerValue:
             out = pc.fill_null(self.expr.evaluate(batch), False)
             return np.asarray(out.to_numpy(zero_copy_only=False), dtype=bool)
         table, slots = found
-        return np.take(table.mask(), slots)  # (take: ~2x faster than indexing with int32 slots)
+        return _looked_up(table.mask(), slots)
+
+
+def _combination_rows(columns: list[pa.Array], sizes: list[int]) -> np.ndarray:
+    """Each row's combination of codes (null as the last code of its column), in the
+    narrowest unsigned type that holds every combination: the product of the sizes is at most
+    MAX_COMBINATIONS, so uint16 at most, and usually uint8 (a where over kind and name: 3 x 5).
+    In-place passes over one or two bytes per row cost a third of the same passes over int32
+    (the 20M-step count rule spent ~0.25 ms a batch here). A valid row's index must be inside
+    its dictionary, as in every batch the reader hands out (numpy_arrow.check_batch)."""
+    dtype = np.min_scalar_type(int(np.prod(sizes)) - 1)
+    row = None
+    for column, size in zip(columns, sizes, strict=True):
+        indices = column.indices
+        codes = raw_codes(indices).astype(dtype)  # a copy: a null row's garbage wraps, times 0 below
+        if indices.null_count:
+            null = dtype.type(size - 1)
+            codes -= null
+            codes *= validity(indices, dtype)
+            codes += null
+        if row is None:
+            row = codes
+        else:
+            row *= dtype.type(size)
+            row += codes
+    assert row is not None
+    return row
+
+
+def _looked_up(truth: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """`truth[slots]` (a new, writable mask). One-byte slots (a small whole table) are looked
+    up without np.take, which widens every index to intp first: by comparison when at most
+    two slots are true (a where naming one kind and one name has one), else by a byte
+    translation table (~0.6x the take)."""
+    if slots.dtype != np.uint8:
+        return np.take(truth, slots)  # (take: ~2x faster than indexing with int32 slots)
+    hits = np.flatnonzero(truth)
+    if len(hits) == 0:
+        return np.zeros(len(slots), dtype=bool)
+    if len(hits) <= 2:
+        out = slots == slots.dtype.type(hits[0])
+        if len(hits) == 2:
+            out |= slots == slots.dtype.type(hits[1])
+        return out
+    table = np.zeros(256, dtype=np.uint8)
+    table[: len(truth)] = truth
+    return np.frombuffer(bytearray(slots.tobytes().translate(table.tobytes())), dtype=bool)
 
 
 #: A string column is encoded for `evaluate_rows` when this many of its first rows hold at

@@ -173,3 +173,39 @@ def _check_table_evaluation(seed, n, chunks, nulls, distinct, which):  # noqa: A
     got = enc.evaluate_rows(expr, table)
     assert got.to_pylist() == expected.to_pylist()
     assert got.type == expected.type
+
+
+def _garbage_under_nulls(rng: np.random.Generator, values: list[str], n: int) -> pa.Array:
+    # a null row's index slot may hold anything (Parquet writes 0; another writer may not):
+    # here values far outside the dictionary, which the combination code must not read
+    codes = rng.integers(0, len(values), n).astype(np.int32)
+    null = rng.random(n) < 0.4
+    codes[null] = rng.integers(-300, 70000, int(null.sum()))
+    bits = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    indices = pa.Array.from_buffers(pa.int32(), n, [bits, pa.py_buffer(codes)], null_count=int(null.sum()))
+    return pa.DictionaryArray.from_arrays(indices, pa.array(values))
+
+
+@pytest.mark.parametrize("names", [4, 20, 70])  # 3 x 5 combinations (one byte), 3 x 21 (two), 71 x 71 (two, not whole)
+@pytest.mark.parametrize("which", [
+    "name == 'n1'",                                    # one true combination per kind
+    "kind == 'k1' and name == 'n1'",                   # one
+    "kind == 'k1' and name in ['n1', 'n2']",           # two
+    "is_null(name) or kind == 'k2'",                   # many, nulls among them
+    "kind == 'nowhere'",                               # none
+])
+def test_masks_and_values_equal_the_rows_with_garbage_under_nulls(names, which):
+    # Reference: the expression over the decoded batch (Arrow's kernels, row by row)
+    rng = np.random.default_rng(names)
+    n = 6000  # more rows than 71 x 71 combinations (fewer go row by row)
+    name_values = [f"n{i}" for i in range(names)]
+    kinds = name_values if names == 70 else ["k0", "k1", "k2"]
+    batch = pa.record_batch({"kind": _garbage_under_nulls(rng, kinds, n),
+                             "name": _garbage_under_nulls(rng, name_values, n)}).slice(7)
+    decoded = pa.record_batch({k: enc.decoded(c) for k, c in zip(batch.schema.names, batch.columns, strict=True)})
+    expr = parse_expression(which)
+    expected = expr.evaluate(decoded)
+    per_value = enc.PerValue(expr)
+    assert per_value._slots(batch) is not None  # evaluated per combination, not row by row
+    assert per_value.mask(batch).tolist() == [bool(v) for v in expected.to_pylist()]
+    assert per_value.values(batch).equals(expected)
