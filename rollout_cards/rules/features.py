@@ -43,7 +43,7 @@ from ..model.rule import Feature, FeatureAgg
 from ..numpy_arrow import validity
 from . import _encoded as enc
 from ._feature_merge import LISTS, MAX_LIST_ITEMS, ORDERED, compact, final_values, with_ids
-from ._feature_partials import Positions, Selection, selected_partial
+from ._feature_partials import Numbered, Positions, Selection, selected_partial
 
 __all__ = [
     "MAX_LIST_ITEMS",
@@ -275,20 +275,26 @@ class FeatureStream:
         if self.joiner is not None:
             batch = self.joiner.add(batch)
         starts = run_rows = None
+        source: pa.RecordBatch | Numbered = batch
+        numbered = None
         if self.positions is not None:
             numbered = self.positions.rows(batch)
             if numbered is None:  # not in the episodes' order: back to ids
                 self.positions = None
                 self.parts = [[with_ids(part, self.names) for part in parts] for parts in self.parts]
             else:
-                batch, starts, run_rows = numbered
+                source, starts, run_rows = numbered, numbered.starts, numbered.run_rows
         out: list[pa.Table | None] = []
         selections: dict[Expression | None, Selection] = {}
         for feature, evaluator in zip(self.features, self.values, strict=True):
             selection = selections.get(feature.where)
             if selection is None:
-                mask = None if feature.where is None else self.wheres[feature.where].mask(batch)
-                selection = Selection(batch, None if mask is not None and mask.all() else mask, starts, run_rows)
+                mask = None
+                if feature.where is not None:
+                    # the numbered batch differs from the batch as read in episode_id only
+                    reads_ids = numbered is not None and "episode_id" in feature.where.names
+                    mask = self.wheres[feature.where].mask(numbered.batch if reads_ids else batch)
+                selection = Selection(source, None if mask is not None and mask.all() else mask, starts, run_rows)
                 selections[feature.where] = selection
             if selection.empty:
                 out.append(None)

@@ -292,7 +292,7 @@ def test_positions_number_rows_by_their_episode_or_give_up(lengths, cuts, hows, 
             assert got is None
             return
         assert got is not None
-        numbered, starts, run_rows = got
+        numbered, starts, run_rows = got.batch, got.starts, got.run_rows
         assert numbered.column("episode_id").to_pylist() == [episodes.index(i) for i in ids]
         assert numbered.column("x").to_pylist() == list(range(b - a))
         assert starts.tolist() == [j for j in range(len(ids)) if j == 0 or ids[j - 1] != ids[j]]
@@ -319,3 +319,26 @@ def test_null_lists_become_empty_lists(rows, offset, chunked):
     assert got.null_count == 0
     assert got.to_pylist() == (expected * 2 if chunked else expected)
     assert got.type == column.type
+
+
+@pytest.mark.parametrize("names", [["n_search"], ["n_search", "first_tool"]])
+def test_a_count_alone_never_builds_the_numbered_batch(synthetic, reference, names, monkeypatch):
+    # Positions numbers each batch; a count over a mask reads only the run starts and the
+    # runs' episode rows, so the int64 episode-row column is built only when another feature
+    # reads the batch (here first_tool), with the plain Python answer either way
+    from rollout_cards.rules import _feature_partials as partials
+
+    built, numbered = [], []
+    original, init = partials.Numbered.batch.fget, partials.Numbered.__init__
+    monkeypatch.setattr(partials.Numbered, "batch", property(lambda self: built.append(1) or original(self)))
+    monkeypatch.setattr(partials.Numbered, "__init__", lambda self, *a: numbered.append(1) or init(self, *a))
+    compiled = compile_features({k: Feature.model_validate(SPECS[k]) for k in names}, synthetic.schema("steps"))
+    steps = synthetic.steps(columns=["episode_id", "seq", "kind", "name"])
+    episodes = synthetic.episodes(columns=["episode_id"])
+    rng = np.random.default_rng(0)
+    batches = [_encoded(b, rng, repeat=False) for b in steps.to_batches(max_chunksize=64)]
+    table = attach_features(episodes, compute_features(batches, compiled, episodes=episodes), compiled)
+    for row in table.to_pylist():
+        for name in names:
+            assert row[name] == reference[row["episode_id"]][name]
+    assert numbered and bool(built) == (len(names) > 1)  # the batches were numbered
