@@ -65,6 +65,8 @@ def test_nan_labels_keep_the_python_order():
 
 
 @given(st.lists(st.integers(0, 40), max_size=200), st.sampled_from([41, 1 << 21]))
+@example([*range(41), *range(40, -1, -1), 7], 41)  # every possible code occurs: the codes are their own positions
+@example([0, 0, 0], 1)
 def test_unique_codes_equal_numpy_s_unique(codes, total):
     # counting pass (few possible codes) and sort (many), against np.unique itself
     packed = np.array(codes, dtype=np.int64)
