@@ -451,7 +451,7 @@ def _add_messages(steps: StepBuffer, messages: Any, state: _State) -> tuple[int,
     of the steps have no time and no usage.
 
     The hot loop of a large import: each step is gathered as a tuple, its payload and arguments
-    as the source's dicts; they go to the StepBuffer as columns at the end (`extend_rows`, every
+    as the source's dicts; they go to the StepBuffer as columns at the end (`_extend`, every
     payload and argument text encoded in one go) — the same steps and the same first error as
     `add` / `tool_call` / `tool_result` step by step.
     """
@@ -555,17 +555,25 @@ def _add_messages(steps: StepBuffer, messages: Any, state: _State) -> tuple[int,
 
 
 def _extend(steps: StepBuffer, out: list[tuple[Any, ...]], calls: list[int], args_at: list[tuple[int, int, int]]) -> None:
-    """`steps.extend_rows(out, calls)` with the tool calls' arguments (at `args_at`) as JSON text,
-    as `_payload` writes them: encoded in one go, one by one where that cannot be."""
-    if args_at:
-        values = [out[k][6] for k, _, _ in args_at]
-        texts = fast_texts(values, finite=True) or [None] * len(values)  # JsonStream refuses NaN, Infinity
-        for (k, i, j), value, encoded in zip(args_at, values, texts, strict=True):
-            if encoded is None:
-                encoded = _payload(steps, value, f"messages[{i}].tool_calls[{j}]")
-            r = out[k]
-            out[k] = (*r[:6], encoded, *r[7:])
-    steps.extend_rows(out, calls)
+    """`steps.extend` of the step tuples `out` (as `StepBuffer.extend_rows`) with the payloads and
+    the tool calls' arguments (at `args_at`) as JSON text, as `_payload` writes them: all encoded
+    in one `fast_texts` call, one by one where that cannot be. One call, not one for the arguments
+    and one in extend_rows, and no tuple rebuilt per tool call: the hot path of a large import.
+    `finite`: this module's JsonStream refuses NaN and Infinity, so no value holds one."""
+    if not out:
+        return
+    kind, t, role, name, call_id, content, args, is_error, t_in, t_out, cost, payload = map(list, zip(*out, strict=True))
+    n = len(payload)
+    texts = fast_texts(payload + [args[k] for k, _, _ in args_at], finite=True)
+    if texts is not None:
+        # a None payload stays None (fast_texts writes it 'null')
+        payload = [p if p is None or text is None else text for p, text in zip(payload, texts[:n], strict=True)]
+    for at, (k, i, j) in enumerate(args_at):
+        encoded = None if texts is None else texts[n + at]
+        args[k] = _payload(steps, args[k], f"messages[{i}].tool_calls[{j}]") if encoded is None else encoded
+    none = [None] * n
+    steps.extend((kind, t, role, none, name, call_id, content, args, is_error, t_in, t_out, cost, payload, none, none),
+                 calls)
 
 
 def _tool_result(steps: StepBuffer, msg: dict[str, Any], where: str, out: list[tuple[Any, ...]],
