@@ -449,7 +449,7 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
     one of them lacks usage (or there is none): the run's total is then unknown.
 
     The steps are gathered as tuples and handed to the StepBuffer as columns
-    (`StepBuffer.extend_rows`, payloads encoded in one go): the same steps, and the same first
+    (`StepBuffer.extend_rows`, payloads encoded in one go, nulls and all): the same steps, and the same first
     error, as adding them one by one.
     """
     tokens_in = tokens_out = 0
@@ -578,9 +578,9 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
                     put(("tool_call", t, role, fn["name"], call["id"], None, args, None, t_in, t_out, cost, rest or None))
                     body = t_in = t_out = cost = None
     except SourceFormatError:
-        steps.extend_rows(out, calls)  # a bad step before the bad message fails first, as step by step
+        steps.extend_rows(out, calls, finite=True)  # a bad step before the bad message fails first, as step by step
         raise
-    steps.extend_rows(out, calls)
+    steps.extend_rows(out, calls, finite=True)  # read_document refuses NaN and Infinity
     return (tokens_in, tokens_out) if complete and answered else None
 
 

@@ -279,17 +279,19 @@ class StepBuffer:
                                         depth), strict=True):
             column.extend(values)
 
-    def extend_rows(self, rows: list[tuple[Any, ...]], calls: Sequence[int] = ()) -> None:
+    def extend_rows(self, rows: list[tuple[Any, ...]], calls: Sequence[int] = (), *, finite: bool = False) -> None:
         """`extend` of steps given as tuples (kind, t, role, name, call_id, content, args, is_error,
         input_tokens, output_tokens, cost_usd, payload; no agent, parent_seq or depth), the payloads
         given as JSON values (dicts) and encoded in one go (`jsondoc.fast_texts`: json_text's texts;
-        a payload it cannot encode is encoded by `extend`, as `add` would)."""
+        a payload it cannot encode is encoded by `extend`, as `add` would). `finite`: the payloads
+        are values a strict decoder gave (no NaN or Infinity, as for `decoded_json_text`), so one
+        holding a null is encoded in the same go instead of by json_text one by one."""
         if not rows:
             return
         kind, t, role, name, call_id, content, args, is_error, t_in, t_out, cost, payload = zip(*rows, strict=True)
-        texts = fast_texts(list(payload))
-        if texts is not None:
-            payload = tuple(p if text is None else text for p, text in zip(payload, texts, strict=True))
+        texts = fast_texts(list(payload), finite=finite)
+        if texts is not None:  # a None payload stays None (fast_texts writes it 'null')
+            payload = tuple(p if p is None or text is None else text for p, text in zip(payload, texts, strict=True))
         none = (None,) * len(rows)
         self.extend((kind, t, role, none, name, call_id, content, args, is_error, t_in, t_out, cost, payload, none,
                      none), calls)
