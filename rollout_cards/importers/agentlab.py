@@ -232,8 +232,10 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             header = next(reader, None)
             if not header or "cum_reward" not in header and "exp_dir" not in header:
-                raise SourceFormatError("is not an AgentLab result table (no exp_dir / cum_reward column)",
-                                        file=str(path), record="header")
+                error = SourceFormatError("is not an AgentLab result table (no exp_dir / cum_reward column)",
+                                          file=str(path), record="header")
+                with open(path, "rb") as raw:  # a Git LFS pointer is a one-column CSV: name it as one
+                    raise compressed_error(str(path), raw.read(HEAD_BYTES)) or error
             if len(set(header)) != len(header):
                 raise SourceFormatError("repeats a column name", file=str(path), record="header")
             for number, cells in enumerate(reader, start=1):

@@ -7,6 +7,11 @@ AgentLab CSV reader) asks `compressed_error` when the bytes at the start of a fi
 decode or parse, so every importer says the same thing: which compression the file
 shows, and the command that decompresses it. Only the failure path looks, so reading an
 uncompressed source costs nothing more.
+
+A Git LFS pointer is recognised the same way: a repository checked out without `git lfs`
+holds, under the data file's name, a three-line text that stands for it (its `size` and
+`oid`), and every format failed on it as "not valid JSON at character 0" — an outside
+user could not tell a pointer from a corrupt file.
 """
 
 from __future__ import annotations
@@ -15,10 +20,14 @@ import shlex
 
 from ..errors import SourceFormatError
 
-__all__ = ["HEAD_BYTES", "compressed_error", "compression_of"]
+__all__ = ["HEAD_BYTES", "compressed_error", "compression_of", "lfs_pointer_error"]
 
-#: Bytes of a file's start that `compression_of` needs.
-HEAD_BYTES = 6
+#: Bytes of a file's start that `compressed_error` looks at: a magic number needs 6, a Git
+#: LFS pointer's version line, oid line and size line fit in 160.
+HEAD_BYTES = 160
+
+# The version line a Git LFS pointer starts with (git-lfs spec; "hawser" is its pre-1.0 name).
+_LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
 
 # (magic, name, the command that writes the decompressed bytes of FILE to stdout)
 _MAGIC = (
@@ -41,9 +50,36 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
+def _lfs_pointer_size(head: bytes) -> str | None:
+    """When `head` starts a Git LFS pointer: the size its `size` line gives ("" when that
+    line is not within `head`); None when it is no pointer."""
+    if not head.startswith(_LFS_VERSIONS):
+        return None
+    for line in head.split(b"\n")[1:]:
+        if line.startswith(b"size ") and line[5:].isdigit():
+            return line[5:].decode("ascii")
+    return ""
+
+
+def lfs_pointer_error(name: str, head: bytes, record: str | None = None) -> SourceFormatError | None:
+    """The error for a source `name` whose first bytes `head` are a Git LFS pointer, else None.
+    A reader whose format a pointer happens to satisfy (YAML, CSV) asks this before its own checks."""
+    size = _lfs_pointer_size(head)
+    if size is None:
+        return None
+    base = name.rsplit("/", 1)[-1]
+    what = f" of {int(size):,} bytes" if size else ""
+    return SourceFormatError(
+        f"is a Git LFS pointer (it starts 'version https://git-lfs.github.com/spec/...'), not the file{what} it "
+        f"stands for: the repository was checked out without its LFS content; fetch it (`git lfs pull --include "
+        f"{shlex.quote(base)}` in that repository) and import the file again", file=name, record=record)
+
+
 def compressed_error(name: str, head: bytes, record: str | None = None) -> SourceFormatError | None:
     """The error for a source `name` whose first bytes are `head`, when they show a
-    compression; None when they do not (the caller's own error stands)."""
+    compression or a Git LFS pointer; None when they do not (the caller's own error stands)."""
+    if (pointer := lfs_pointer_error(name, head, record)) is not None:
+        return pointer
     kind = compression_of(head)
     if kind is None:
         return None

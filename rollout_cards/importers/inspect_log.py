@@ -37,6 +37,7 @@ from typing import Any
 
 from ..errors import SourceFormatError
 from ..jsondoc import fast_text
+from .compression import HEAD_BYTES, compressed_error
 from .json_stream import JsonStream, parse_json, parse_json_items
 from .session import ImportSession
 from .steps import json_text
@@ -254,9 +255,11 @@ def open_log(path: Path, session: ImportSession) -> InspectLog:
 
 def _open(path: Path, session: ImportSession, stack: list[Any]) -> InspectLog:
     with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic.startswith(b"PK"):
+        head = fh.read(HEAD_BYTES)
+    if head.startswith(b"PK"):
         return _open_eval(path, session, stack)
     if path.suffix == ".eval":
-        raise SourceFormatError("is not a zip archive, so not an Inspect .eval log", file=str(path))
+        # a Git LFS pointer under the .eval name is named as one, not as a broken archive
+        raise compressed_error(str(path), head) or SourceFormatError(
+            "is not a zip archive, so not an Inspect .eval log", file=str(path))
     return _open_json(path, stack)

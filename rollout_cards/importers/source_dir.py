@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import SourceFormatError
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
-from .compression import HEAD_BYTES, compressed_error
+from .compression import HEAD_BYTES, compressed_error, lfs_pointer_error
 
 __all__ = ["MAX_ENTRIES", "children", "directory_name", "exit_statuses", "read_yaml", "regular_file"]
 
@@ -45,6 +45,8 @@ def read_yaml(path: Path, *, max_bytes: int) -> tuple[object, dict[YamlPath, int
     if path.stat().st_size > max_bytes:
         raise SourceFormatError(f"is larger than {max_bytes} bytes", file=str(path))
     data = path.read_bytes()
+    if (pointer := lfs_pointer_error(str(path), data[:HEAD_BYTES])) is not None:
+        raise pointer  # a Git LFS pointer is valid YAML (one plain string): named before a format's own error
     try:
         return load_strict_yaml(data.decode("utf-8"))
     except UnicodeDecodeError as exc:

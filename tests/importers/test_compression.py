@@ -124,3 +124,46 @@ def test_plain_sources_that_fail_keep_their_own_message(tmp_path):
     with pytest.raises(SourceFormatError, match="not valid UTF-8") as info:
         import_source("openhands", [bad], tmp_path / "card")
     assert info.value.record == "line 1"
+
+
+def _lfs_pointer(data: bytes) -> bytes:
+    """The pointer `git lfs` leaves in a checkout without the LFS content (git-lfs spec v1)."""
+    import hashlib
+
+    return (b"version https://git-lfs.github.com/spec/v1\noid sha256:" + hashlib.sha256(data).hexdigest().encode()
+            + b"\nsize " + str(len(data)).encode() + b"\n")
+
+
+@pytest.mark.parametrize(("fmt", "rel", "member"), CASES + [("inspect", "inspect/log_formats.eval", None)],
+                         ids=[f"{c[0]}:{c[2] or Path(c[1]).name}" for c in CASES] + ["inspect:.eval"])
+def test_every_importer_names_a_git_lfs_pointer(tmp_path, fmt, rel, member):
+    # a checkout without `git lfs` holds pointers under the data files' names; before, each
+    # format said "not valid JSON at character 0" (or "not a zip archive" for an .eval)
+    real = external(rel)
+    if member is None:
+        src = target = tmp_path / real.name
+    else:
+        src = tmp_path / real.name
+        shutil.copytree(real, src)
+        target = src / member
+    original = real.read_bytes() if member is None else target.read_bytes()
+    target.write_bytes(_lfs_pointer(original))
+    with pytest.raises(SourceFormatError) as info:
+        import_source(fmt, [src], tmp_path / "card")
+    message = str(info.value)
+    assert info.value.file == str(target)
+    assert "is a Git LFS pointer" in message and "git lfs pull --include" in message
+    assert "not valid JSON" not in message and "zip archive" not in message
+    assert not (tmp_path / "card").exists()
+
+
+def test_the_lfs_message_gives_the_size_when_the_head_holds_it():
+    pointer = _lfs_pointer(b"x" * 123456)
+    assert "not the file of 123,456 bytes" in str(compressed_error("a/b.json", pointer[:160]))
+    # a JSONL reader sees the first line only: the size is left out, the pointer still named
+    first = str(compressed_error("a/b.jsonl", pointer.split(b"\n")[0] + b"\n", "line 1"))
+    assert "is a Git LFS pointer" in first and "bytes" not in first.split("stands for")[0]
+    assert compressed_error("a/b.yaml", b"version: 1\nsize 3\n") is None
+    assert compressed_error("a/b.json", b'{"version https://git-lfs.github.com/spec/v1": 1}') is None
+    # the pre-1.0 name of the spec ("hawser") is a pointer too
+    assert "is a Git LFS pointer" in str(compressed_error("b.json", b"version https://hawser.github.com/spec/v1\n"))
