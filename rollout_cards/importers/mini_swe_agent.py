@@ -7,6 +7,9 @@ mini-swe-agent-1.x); a single `.traj.json` file is accepted too. One episode per
 instance the exit statuses or the predictions list (and per trajectory found),
 `episode_id` = `<agent>/<instance>`.
 
+mini-swe-agent 2.x writes the same trajectory format; with a Responses API model its
+messages are response objects and `function_call_output` items (`_from_responses_api`).
+
 Before 1.0 (up to 1.0.0.dev3, until "Share output file logic", 2025-07-11) mini-swe-agent
 saved a trajectory as `agent.messages` alone: a bare JSON list of {role, content} messages,
 with no exit status, submission, cost or version. Such a file imports as the messages' steps;
@@ -466,6 +469,9 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
             if type(msg) is not dict:
                 raise steps.error(f"messages[{i}] is not an object")
             role = msg.get("role")
+            if role is None and (msg.get("object") == "response" or msg.get("type") == "function_call_output"):
+                msg = _from_responses_api(steps, msg, i)
+                role = msg["role"]
             if type(role) is not str:
                 raise steps.error(f"messages[{i}] has no role")
             content = msg.get("content")
@@ -515,17 +521,23 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
             if isinstance(response, dict):
                 usage = response.get("usage")
                 if isinstance(usage, dict):
-                    t_in, t_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+                    # the Responses API names them input_tokens / output_tokens
+                    k_in, k_out = (("input_tokens", "output_tokens") if "prompt_tokens" not in usage
+                                   and "input_tokens" in usage else ("prompt_tokens", "completion_tokens"))
+                    t_in, t_out = usage.get(k_in), usage.get(k_out)
                     if not (type(t_in) is int and 0 <= t_in <= INT64_MAX):
-                        t_in = integer(steps, t_in, f"messages[{i}].extra.response.usage.prompt_tokens")
+                        t_in = integer(steps, t_in, f"messages[{i}].extra.response.usage.{k_in}")
                     if not (type(t_out) is int and 0 <= t_out <= INT64_MAX):
-                        t_out = integer(steps, t_out, f"messages[{i}].extra.response.usage.completion_tokens")
+                        t_out = integer(steps, t_out, f"messages[{i}].extra.response.usage.{k_out}")
                 if "choices" in response:
                     counts.response_choices += 1
                     choices = response.get("choices")
                     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
                         extra["finish_reason"] = choices[0].get("finish_reason")
-                extra["response"] = {k: response[k] for k in _RESPONSE_KEEP if k in response}
+                if response.get("object") == "response":  # its output is mapped (_from_responses_api): keep the rest
+                    extra["response"] = response
+                else:
+                    extra["response"] = {k: response[k] for k in _RESPONSE_KEEP if k in response}
             elif response is not None:
                 extra["response"] = response
             cost = extra.pop("cost", None)
@@ -582,6 +594,52 @@ def add_messages(steps: StepBuffer, messages: list[Any], counts: MessageCounts) 
         raise
     steps.extend_rows(out, calls, finite=True)  # read_document refuses NaN and Infinity
     return (tokens_in, tokens_out) if complete and answered else None
+
+
+def _from_responses_api(steps: StepBuffer, msg: dict[str, Any], i: int) -> dict[str, Any]:
+    """A message of a Responses API model (mini-swe-agent 2.x `litellm_response`,
+    `openrouter_response`, `portkey_response`) in the chat-completions shape `add_messages` maps.
+
+    The model's message is the response object itself — no `role`; its `output` items hold the
+    text (`message` items' `output_text` parts) and the calls (`function_call` items: `call_id`,
+    `name`, `arguments`). A tool result is `{type: function_call_output, call_id, output}`.
+    Nothing is dropped: the response without `output` goes to extra.response (usage read from
+    there), the output items other than calls (messages, reasoning) stay in the payload's
+    `output`, and a call item's own id and status stay on its tool_call step."""
+    extra = msg.get("extra")
+    if extra is not None and type(extra) is not dict:
+        raise steps.error(f"messages[{i}].extra is not an object")
+    if msg.get("type") == "function_call_output":
+        rest = {k: v for k, v in msg.items() if k not in ("call_id", "output")}
+        return {**rest, "role": "tool", "tool_call_id": msg.get("call_id"), "content": msg.get("output")}
+    output = msg.get("output")
+    if type(output) is not list:
+        raise steps.error(f"messages[{i}] is a Responses API response whose output is not a list")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    kept: list[Any] = []
+    for j, item in enumerate(output):
+        kind = item.get("type") if type(item) is dict else None
+        if kind == "function_call":
+            if type(item.get("call_id")) is not str or type(item.get("name")) is not str:
+                raise steps.error(f"messages[{i}].output[{j}] is a function_call without a call_id and a name")
+            own = {("item_id" if k == "id" else k): v for k, v in item.items()
+                   if k not in ("type", "call_id", "name", "arguments")}
+            calls.append({**own, "id": item["call_id"],
+                          "function": {"name": item["name"], "arguments": item.get("arguments")}})
+            continue
+        if kind == "message" and isinstance(item.get("content"), list):
+            texts.extend(p["text"] for p in item["content"]
+                         if type(p) is dict and p.get("type") == "output_text" and isinstance(p.get("text"), str))
+        kept.append(item)
+    response = {k: v for k, v in msg.items() if k not in ("output", "extra")}
+    converted: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None,
+                                 "extra": {**(extra or {}), "response": response}}
+    if calls:
+        converted["tool_calls"] = calls
+    if kept:
+        converted["output"] = kept
+    return converted
 
 
 def _valid_json(text_: str) -> bool:

@@ -334,3 +334,71 @@ def test_an_empty_agent_name_is_an_error_naming_the_record_and_the_fix(tmp_path)
             session.add_agent({"name": ""})
     finally:
         session.abort()
+
+
+def _responses_api_messages() -> list[dict]:
+    """A trajectory of a mini-swe-agent 2.x Responses API model (litellm_response_model): the
+    model's message is the response object (no role; text and calls in `output`), a tool result
+    is a `function_call_output` item, a format error a `message` item with `input_text` parts."""
+    usage = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120,
+             "output_tokens_details": {"reasoning_tokens": 5}}
+    return [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
+        {"id": "resp_1", "object": "response", "created_at": 1767398400, "model": "gpt-5-mini", "status": "completed",
+         "output": [{"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
+                    {"type": "message", "id": "msg_1", "role": "assistant",
+                     "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}]},
+                    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "bash",
+                     "arguments": '{"command": "ls"}', "status": "completed"}],
+         "usage": usage, "extra": {"actions": [{"command": "ls", "tool_call_id": "call_1"}], "cost": 0.01,
+                                   "timestamp": 1767398401.0}},
+        {"type": "function_call_output", "call_id": "call_1", "output": "<returncode>1</returncode>",
+         "extra": {"raw_output": "", "returncode": 1, "timestamp": 1767398402.0, "exception_info": None}},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "No tool calls found"}],
+         "extra": {"interrupt_type": "FormatError"}},
+        {"id": "resp_2", "object": "response", "model": "gpt-5-mini",
+         "output": [{"type": "function_call", "call_id": "call_2", "name": "bash", "arguments": '{"command": "echo done"}'}],
+         "usage": {"input_tokens": 150, "output_tokens": 10},
+         "extra": {"actions": [{"command": "echo done", "tool_call_id": "call_2"}], "cost": 0.01, "timestamp": 1767398404.0}},
+        {"role": "exit", "content": "diff", "extra": {"exit_status": "Submitted", "submission": "diff"}},
+    ]
+
+
+def test_a_responses_api_trajectory_maps_its_output_items(tmp_path):
+    # mini-swe-agent 2.x with a Responses API model (litellm_response, openrouter_response,
+    # portkey_response) saves the response object as the model's message; before, the import
+    # stopped at it: "messages[2] has no role" (exit 1)
+    messages = _responses_api_messages()
+    root = _write_run(tmp_path / "run", {"Submitted": ["a"]}, {"a": _traj("a", "Submitted", messages)}, {"a": "diff"})
+    _, card = run_import("mini-swe-agent", [root], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    steps = card.episode_steps("m/a").to_pylist()
+    assert [(s["kind"], s["role"]) for s in steps] == [
+        ("message", "system"), ("message", "user"), ("message", "assistant"), ("tool_call", "assistant"),
+        ("tool_result", "tool"), ("message", "user"), ("tool_call", "assistant"), ("state", "exit")]
+    first, call, result, _, second = steps[2:7]
+    assert first["content"] == "Let me look." and (first["input_tokens"], first["output_tokens"]) == (100, 20)
+    assert first["cost_usd"] == 0.01 and call["input_tokens"] is None  # usage once per model message
+    assert (call["name"], call["call_id"], call["args"]) == ("bash", "call_1", '{"command": "ls"}')
+    assert (result["call_id"], result["content"], result["is_error"]) == ("call_1", "<returncode>1</returncode>", True)
+    assert (second["call_id"], second["input_tokens"], second["output_tokens"]) == ("call_2", 150, 10)
+    # nothing dropped: the reasoning and message items, the response's own fields, the call item's id
+    payload = json.loads(first["payload"])
+    assert [o["type"] for o in payload["output"]] == ["reasoning", "message"]
+    assert payload["response"]["usage"] == messages[2]["usage"] and payload["response"]["created_at"] == 1767398400
+    assert json.loads(call["payload"]) == {"item_id": "fc_1", "status": "completed"}
+    assert json.loads(result["payload"])["type"] == "function_call_output"
+    episode = card.episodes().to_pylist()[0]
+    assert (episode["input_tokens"], episode["output_tokens"]) == (250, 30)
+
+
+def test_a_bad_responses_api_message_names_the_message(tmp_path):
+    bad = _responses_api_messages()
+    bad[2]["output"][2] = {"type": "function_call", "name": "bash"}
+    root = _write_run(tmp_path / "run", {"Submitted": ["a"]}, {"a": _traj("a", "Submitted", bad)}, {})
+    with pytest.raises(SourceFormatError, match=r"messages\[2\].output\[2\] is a function_call without a call_id"):
+        run_import("mini-swe-agent", [root], tmp_path / "card")
+    bad[2]["output"] = "x"
+    (root / "a" / "a.traj.json").write_text(json.dumps(_traj("a", "Submitted", bad)))
+    with pytest.raises(SourceFormatError, match=r"messages\[2\] is a Responses API response whose output is not a list"):
+        run_import("mini-swe-agent", [root], tmp_path / "card")
