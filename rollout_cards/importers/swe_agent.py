@@ -125,7 +125,11 @@ class SweAgentImporter:
             else:
                 trajs.append((path, url))
         if not trajs:
-            raise SourceFormatError("holds no SWE-agent trajectory (.traj)", file=str(request.sources[0]))
+            # predictions alone hold patches, not runs: no steps and no exit status, so no episode
+            why = (f": its {len(preds)} prediction(s) say what was submitted, not how a run went (steps, exit status); "
+                   "import the run directory that holds the .traj files, or give the .traj files with it"
+                   if preds else "")
+            raise SourceFormatError(f"holds no SWE-agent trajectory (.traj){why}", file=str(request.sources[0]))
         counts = ChatMapping()
         planned: dict[tuple[str, str], None] = {}
         seen: set[str] = set()

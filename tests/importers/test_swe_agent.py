@@ -206,3 +206,20 @@ def test_a_relative_trajectory_without_predictions_is_named_after_its_directory(
     result = CliRunner().invoke(app, ["import", "swe-agent", traj.name, "-o", str(tmp_path / "card")])
     assert result.exit_code == 0, result.output
     assert {r["agent"] for r in rc.open(tmp_path / "card").episodes().to_pylist()} == {"my-run"}
+
+
+def test_predictions_alone_are_an_error_that_says_what_to_import(tmp_path):
+    # SWE-agent's own test data has an all_preds.jsonl beside its .traj; given alone it said only
+    # "holds no SWE-agent trajectory (.traj)", not why nor what to give instead
+    preds = tmp_path / "all_preds.jsonl"
+    preds.write_text("".join(json.dumps({"model_name_or_path": "m", "instance_id": i, "model_patch": "diff"}) + "\n"
+                             for i in ("a", "b")))
+    with pytest.raises(SourceFormatError) as err:
+        run_import("swe-agent", [preds], tmp_path / "card")
+    assert err.value.file == str(preds)
+    assert "its 2 prediction(s)" in str(err.value) and "import the run directory that holds the .traj" in str(err.value)
+    assert not (tmp_path / "card").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SourceFormatError, match=r"holds no SWE-agent trajectory \(\.traj\)$"):
+        run_import("swe-agent", [empty], tmp_path / "card")
