@@ -429,6 +429,11 @@ class ImportSession:
         """Write the tables and manifest and move the card into place; returns the result."""
         if self._tables.episodes == 0:
             detail = f"; {len(self._bad)} malformed record(s) were left out" if self._bad else ""
+            # the importer's own account of the episodes it could not make (a log that holds no
+            # samples, a run that wrote none) says why, where the bare message did not
+            why = [d.reason for d in self._drops if d.target == "episodes"]
+            if why:
+                detail += ": " + "; ".join(why[:3]) + (f" (and {len(why) - 3} more)" if len(why) > 3 else "")
             raise SourceFormatError(
                 f"no episodes could be imported from {', '.join(s.name for s in self._sources) or 'the sources'}{detail}"
             )

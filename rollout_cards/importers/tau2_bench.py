@@ -79,6 +79,7 @@ class Tau2BenchImporter:
         for index, path in enumerate(request.sources):
             _import_source(session, state, path, request.url(index), request.agent)
         if session.episodes_written == 0:
+            _declare_plan(session, state)  # the planned simulations it lacks are why the import fails
             return
         state.finish(session)
 

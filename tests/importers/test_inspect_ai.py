@@ -217,3 +217,18 @@ def test_every_log_generation_imports_and_validates(tmp_path, rel):
     result, _ = run_import("inspect", [path], tmp_path / "card")
     assert result.episodes == expected
     assert_valid(result.path)
+
+
+def test_a_log_without_samples_says_why_nothing_was_imported(tmp_path):
+    # Inspect's tests/analysis/test_logs/*_no-samples.json: a cancelled log whose samples are not
+    # in it; before, the error was only "no episodes could be imported from no-samples.json"
+    log = json.loads(SYNTHETIC.read_text())
+    planned = len(log["samples"])
+    log["samples"], log["status"] = [], "cancelled"
+    path = tmp_path / "no-samples.json"
+    path.write_text(json.dumps(log))
+    with pytest.raises(SourceFormatError) as err:
+        run_import("inspect", [path], tmp_path / "card")
+    assert str(err.value).startswith("no episodes could be imported from no-samples.json: no-samples.json "
+                                     f"(status 'cancelled') plans {planned} sample-epochs but logs 0")
+    assert not (tmp_path / "card").exists()

@@ -246,3 +246,15 @@ def test_a_bad_step_before_a_bad_message_is_the_error_raised(tmp_path):
     src.write_text(json.dumps(_results([sim], ["t0"])))
     with pytest.raises(SourceFormatError, match=r"step 3: payload\.source_call_id is 'c9'"):
         run_import("tau2-bench", [src], tmp_path / "card2")
+
+
+def test_a_run_that_wrote_no_simulation_says_so(tmp_path):
+    # tau2-bench's own feature/gym data holds results files with "simulations": [] (runs stopped
+    # before a simulation finished); before, the error was only "no episodes could be imported"
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(_results([], ["t0", "t1"], trials=2)))
+    with pytest.raises(SourceFormatError) as err:
+        run_import("tau2-bench", [src], tmp_path / "card")
+    assert str(err.value) == ("no episodes could be imported from results.json: 4 planned simulation(s) "
+                              "(task x trial of info.num_trials) are not in the source")
+    assert not (tmp_path / "card").exists()
