@@ -160,9 +160,14 @@ def _walk(node: yaml.Node, path: YamlPath, lines: dict[YamlPath, int]) -> None:
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                # a sequence or mapping key's value is a list of nodes: name its kind, never
+                # its Python repr (which printed "[ScalarNode(tag=..." to the user)
+                if isinstance(key_node, yaml.ScalarNode):
+                    found = f"{key_node.tag.rsplit(':', 1)[-1]} {key_node.value[:40]!r}"
+                else:
+                    found = "a sequence" if isinstance(key_node, yaml.SequenceNode) else "a mapping"
                 raise StrictYamlError(
-                    f"keys must be plain strings, found {key_node.tag.rsplit(':', 1)[-1]} "
-                    f"{str(getattr(key_node, 'value', ''))[:40]!r}; quote the key",
+                    f"keys must be plain strings, found {found}; quote the key",
                     line,
                     dotted(path) or None,
                 )

@@ -26,7 +26,9 @@ def test_plain_document_and_key_lines():
     [
         ("a: &x [1]\nb: *x\n", "anchors"),
         ("a: 1\na: 2\n", r"duplicate key 'a' \(first on line 1\)"),
-        ("? [1, 2]\n: v\n", "keys must be plain strings"),
+        ("? [1, 2]\n: v\n", "keys must be plain strings, found a sequence; quote the key$"),
+        ("? {a: 1}\n: v\n", "keys must be plain strings, found a mapping; quote the key$"),
+        ("1: v\n", "keys must be plain strings, found int '1'; quote the key$"),
         ("a: !!python/object:os.system x\n", "not valid YAML"),
         ("a: [\n", "not valid YAML"),
     ],
