@@ -183,6 +183,14 @@ def _baseline_child(code: Path, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages, to print beside a figure (n/a where there are none)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def _inspect(samples: int, repeats: int, keep: bool = False, baseline: Path | None = None) -> int:
     """Both formats; the four measurements interleaved round by round (read, import, read +
     accuracy, rescore), so the load of a shared machine falls on both sides alike; each ratio
@@ -225,6 +233,12 @@ def _inspect(samples: int, repeats: int, keep: bool = False, baseline: Path | No
         cpu_speed = [a / b for a, b in zip(cpu["inspect-read"], cpu["inspect-import"], strict=True)]
         print(f"{fmt}: in CPU s rcard import is {statistics.median(cpu_speed):.2f}x as fast as read_eval_log "
               f"(rounds {', '.join(f'{x:.2f}' for x in cpu_speed)})")
+        # rescore's read-ahead threads wait for a core on a loaded machine, the lone read_eval_log
+        # does not: its wall ratio falls with the load (14.8-25.0x in one run at load 6), the CPU one
+        # (every thread's time counted) much less
+        cpu_fast = [a / b for a, b in zip(cpu["inspect-accuracy"], cpu["inspect-rescore"], strict=True)]
+        print(f"{fmt}: in CPU s rcard rescore is {statistics.median(cpu_fast):.1f}x as fast as read_eval_log + "
+              f"accuracy (rounds {', '.join(f'{x:.1f}' for x in cpu_fast)}); load {_load()}")
         if before:
             then = [r["cpu_seconds"] for r in before]
             gain = [a / b for a, b in zip(then, cpu["inspect-import"], strict=True)]
