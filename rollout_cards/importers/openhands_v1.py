@@ -2,7 +2,11 @@
 
 Events (`kind`): `ActionEvent` → `tool_call`; `ObservationEvent` / `UserRejectObservation` /
 `AgentErrorEvent` with a known `tool_call_id` → its `tool_result`; `MessageEvent` →
-`message`; `SystemPromptEvent` → system `message`; other kinds → `annotation`.
+`message`; `SystemPromptEvent` → system `message`; `ACPToolCallEvent` (a tool call an ACP
+agent server ran: Claude Code, Codex or Gemini CLI through the SDK's ACPAgent) → a
+`tool_call` at its first event (name `tool_kind`, else `title`; args `raw_input`) and its
+`tool_result` at the event that ends it (status `completed` / `failed`: content `raw_output`,
+`is_error` when failed), an update in between → `annotation`; other kinds → `annotation`.
 
 Sub-agents (DelegateTool `delegate` commands: one run per `tasks` entry; TaskTool calls: one
 run) run in conversations of their own, read from the instance's conversations archive
@@ -38,6 +42,8 @@ __all__ = ["Launch", "SubAgentCounts", "V1Events", "branch_points", "launches", 
 
 _ROLES = {"user": "user", "agent": "assistant", "environment": "tool"}
 _RESULT_KINDS = ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent")
+#: ACP tool call statuses that end a call (acp_agent.py _TERMINAL_TOOL_CALL_STATUSES)
+_ACP_ENDED = ("completed", "failed")
 
 
 def _str(value: Any) -> str | None:
@@ -77,6 +83,8 @@ def v1_step(event: dict[str, Any], where: str, steps: StepBuffer, nest: dict[str
                                      name=_str(event.get("tool_name")) or kind, payload=payload, **nest)
         return steps.add("error" if kind == "AgentErrorEvent" else "observation", role="tool", name=kind,
                          content=text, is_error=is_error, payload=payload, **nest)
+    if kind == "ACPToolCallEvent" and call_id is not None:
+        return _acp_tool_call(event, steps, call_id, payload, nest)
     if kind == "MessageEvent":
         message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
         text, _ = content_text(message.get("content"))
@@ -86,6 +94,33 @@ def v1_step(event: dict[str, Any], where: str, steps: StepBuffer, nest: dict[str
         text = prompt.get("text") if isinstance(prompt, dict) else _str(prompt)
         return steps.add("message", role="system", content=_str(text), payload=payload, **nest)
     return steps.add("annotation", name=_str(kind), payload=payload, **nest)
+
+
+def _acp_tool_call(event: dict[str, Any], steps: StepBuffer, call_id: str, payload: dict[str, Any],
+                   nest: dict[str, Any]) -> int:
+    """The steps of one ACPToolCallEvent. The SDK emits one per update of a call, reusing its
+    `tool_call_id`, the last one authoritative (acp_agent.py `_emit_tool_call_event`); newer SDKs
+    emit only the ending one. Returns the seq of the first step added."""
+    status = event.get("status")
+    ended = status in _ACP_ENDED
+    name = _str(event.get("tool_kind") or event.get("title"))
+    first = None
+    if not steps.has_call(call_id):
+        raw_input = event.get("raw_input")
+        first = steps.tool_call(name, None if raw_input is None else json_text(raw_input), call_id,
+                                role="assistant", payload=payload, **nest)
+        if not ended:
+            return first
+        payload = {k: v for k, v in payload.items() if k in ("status", "is_error")}  # the rest is on the call
+    elif not ended:  # an update of a running call: kept whole, the call's result comes at its end
+        return steps.add("annotation", name="ACPToolCallEvent", payload=payload, **nest)
+    raw_output = event.get("raw_output")
+    if isinstance(raw_output, str):
+        payload = {k: v for k, v in payload.items() if k != "raw_output"}  # it is the content, verbatim
+    seq = steps.tool_result(call_id, _str(raw_output), role="tool", name=name,
+                            is_error=status == "failed" or event.get("is_error") is True, payload=payload or None,
+                            **nest)
+    return seq if first is None else first
 
 
 #: ConversationErrorEvent codes of the SDK's run limits (local_conversation.py `_emit_run_limit_error`)

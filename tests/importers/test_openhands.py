@@ -382,3 +382,36 @@ def test_a_v1_conversation_tree_is_declared(tmp_path, parents, forks):
     drops = [d for d in card.manifest.drops if d.loss_class == "sequence_information_loss"]
     assert [d.count for d in drops] == ([forks] if forks else [])
     assert_valid(tmp_path / "c")
+
+
+def _acp(call_id, status, **fields):
+    """An ACPToolCallEvent as the SDK's ACPAgent dumps it (openhands/sdk/event/acp_tool_call.py)."""
+    return {"kind": "ACPToolCallEvent", "source": "agent", "id": f"{call_id}-{status}", "tool_call_id": call_id,
+            "title": "Run ls", "status": status, "tool_kind": "execute", "raw_input": {"command": "ls"},
+            "raw_output": None, "content": None, "is_error": status == "failed", **fields}
+
+
+def test_acp_tool_calls_are_calls_with_results(tmp_path):
+    # An ACP agent (Claude Code / Codex / Gemini CLI through the SDK's ACPAgent) reports its tool
+    # calls as ACPToolCallEvent, one per update of a call (same tool_call_id, the last authoritative;
+    # newer SDKs emit only the ending one). Before, every one was an annotation: no tool_call step.
+    history = [
+        {"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user", "content": "do"}},
+        _acp("a1", "pending"), _acp("a1", "in_progress"),
+        _acp("a1", "completed", raw_output="a.py\n", content=[{"type": "content", "content": {"type": "text"}}]),
+        _acp("a2", "failed", title="Edit x", tool_kind="edit", raw_input={"path": "x"}, raw_output={"error": "denied"}),
+    ]
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(_sdk_line(history)) + "\n")
+    _r, card = run_import("openhands", [path], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    steps = card.steps(columns=["kind", "role", "name", "call_id", "args", "content", "is_error", "payload"]).to_pylist()
+    assert [(s["kind"], s["call_id"]) for s in steps] == [
+        ("message", None), ("tool_call", "a1"), ("annotation", None), ("tool_result", "a1"),
+        ("tool_call", "a2"), ("tool_result", "a2")]
+    call, update, result, call2, result2 = steps[1:]
+    assert (call["name"], json.loads(call["args"])) == ("execute", {"command": "ls"})
+    assert json.loads(call["payload"])["title"] == "Run ls" and json.loads(update["payload"])["status"] == "in_progress"
+    assert (result["content"], result["is_error"]) == ("a.py\n", False)
+    assert json.loads(result["payload"])["content"] == history[3]["content"]  # kept, not only raw_output
+    assert (call2["name"], result2["is_error"], json.loads(result2["content"])) == ("edit", True, {"error": "denied"})
