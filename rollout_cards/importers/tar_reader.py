@@ -43,6 +43,7 @@ from ..io.ustar import (
     pax_records,
 )
 from ..numbers import parse_decimal
+from .compression import HEAD_BYTES, lfs_pointer_error
 from .source_dir import regular_file
 
 __all__ = ["TarContents", "TarLimits", "read_tar_gz"]
@@ -160,9 +161,10 @@ def read_tar_gz(path: Path, name: str, *, want: Callable[[str], bool], limits: T
         raise SourceFormatError(f"is {size:,} bytes, more than the {limits.max_file_bytes:,} an archive may be",
                                 file=name)
     with open(path, "rb") as fh:
-        head = fh.read(2)
-        if head != b"\x1f\x8b":
-            raise SourceFormatError("is not a gzip file (a .tar.gz starts with the bytes 1f 8b)", file=name)
+        head = fh.read(HEAD_BYTES)
+        if head[:2] != b"\x1f\x8b":
+            raise lfs_pointer_error(name, head) or SourceFormatError(
+                "is not a gzip file (a .tar.gz starts with the bytes 1f 8b)", file=name)
         fh.seek(0)
         stream = _Gunzip(fh, name, limits.max_total_bytes)
         contents = _walk(stream, name, want, limits)

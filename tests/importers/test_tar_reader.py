@@ -237,3 +237,10 @@ def test_mutated_archives_are_refused_or_read_as_tarfile_reads_them(tmp_path):
         assert ours == ref
         accepted += 1
     assert accepted  # some mutations leave the archive readable (bytes inside a member's data)
+
+
+def test_a_git_lfs_pointer_in_place_of_the_archive_is_named(tmp_path):
+    # a conversations/<instance>.tar.gz checked out without `git lfs` is a pointer; before: "is not a gzip file"
+    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"0" * 64 + b"\nsize 2048\n"
+    with pytest.raises(SourceFormatError, match="is a Git LFS pointer .* not the file of 2,048 bytes"):
+        _read(tmp_path, pointer)
