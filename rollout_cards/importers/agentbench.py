@@ -84,6 +84,9 @@ class AgentBenchImporter:
         counts: dict[tuple[str, str], Counter[str]] = {}
         groups: dict[tuple[str, str], list[tuple[Path, str | None]]] = {}
         for index, path in enumerate(request.sources):
+            if not path.is_dir() and path.name == "overall.json":
+                _check_overall_source(path, request.sources)
+                continue  # read beside its runs.jsonl, which another source imports
             found = _task_files(path, 0) if path.is_dir() else [path]
             if not found:
                 raise SourceFormatError("holds no AgentBench runs.jsonl or error.jsonl (the assigner writes "
@@ -134,6 +137,20 @@ class AgentBenchImporter:
         v01.declare(session)
         _declare_rules(session, {k: c for k, c in counts.items() if c})
         _declare_missing(session)
+
+
+def _check_overall_source(path: Path, sources: tuple[Path, ...]) -> None:
+    """An overall.json given as a source: fine when its runs.jsonl (or a directory above it) is
+    also a source, since it is read beside runs.jsonl; alone it holds no sample lines to import."""
+    here = path.resolve().parent
+    for other in sources:
+        target = other.resolve()
+        if target == here / "runs.jsonl" or (other.is_dir() and here.is_relative_to(target)):
+            return
+    raise SourceFormatError(
+        "is AgentBench's run summary (overall.json: shares of each status and the task's grading), not its "
+        "sample lines; import the task directory or the runs.jsonl beside it (overall.json is then read too)",
+        file=str(path))
 
 
 def _first_is_v01(path: Path) -> bool:

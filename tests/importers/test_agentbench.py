@@ -152,3 +152,22 @@ def test_a_v0_1_line_is_read_as_v0_1(tmp_path):
     (ep,) = card.episodes().to_pylist()
     assert (ep["status"], ep["meta.result"], ep["task.target"]) == ("completed", "answer", "answer")
     assert_valid(tmp_path / "c")
+
+
+def test_overall_json_alone_names_what_to_import_and_beside_runs_is_read_once(tmp_path):
+    # THUDM/AgentBench outputs/Jan17v1/<model>/medagentbench-std/overall.json @45ae4f9e: a pretty-printed
+    # JSON summary; given as the source it was read as JSON lines: "record line 1: is not valid JSON at
+    # character 2" (exit 1, no hint). With its runs.jsonl it was the same failure.
+    runs = _write(tmp_path, [_line(0), _line(1, "agent invalid action")])
+    overall = runs.parent / "overall.json"
+    overall.write_text(json.dumps({"total": 2, "validation": {"completed": 0.5, "agent invalid action": 0.5},
+                                   "custom": {"accuracy": 0.5}}, indent=4))
+    with pytest.raises(SourceFormatError, match="run summary .*import the task directory or the runs.jsonl") as exc:
+        run_import("agentbench", [overall], tmp_path / "c-alone")
+    assert exc.value.file == str(overall)
+    for sources in ([runs, overall], [overall, runs.parent.parent]):
+        out = tmp_path / f"c-{sources[-1].name}"
+        _r, card = run_import("agentbench", sources, out)
+        assert len(card.episodes().to_pylist()) == 2
+        assert [s.name for s in card.manifest.provenance.sources].count("overall.json") == 1
+        assert_valid(out)
