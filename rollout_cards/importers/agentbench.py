@@ -22,7 +22,10 @@ The numbers AgentBench itself computes from these lines (`overall.json` `validat
 the share of samples per status, `calculate_overall` in src/client/task.py) are declared
 as rules over the runs.jsonl lines (the assigner's completions; error.jsonl lines are not
 among them); the task's own score (`overall.json` `custom`) needs the task server and is
-not in the lines (an `overall.json` beside runs.jsonl is kept as an artifact).
+not in the lines (an `overall.json` beside runs.jsonl is kept as an artifact), except
+where `custom.raw_results` lists the graded outputs (MedAgentBench): each sample's grade
+is then `score.correct` and `custom.accuracy` the reported value of
+`agentbench.custom.accuracy`.
 
 AgentBench v0.1's task output (`runs.jsonl` of `{index, input, output, target}` lines, with
 `generation.jsonl` and `results.json` beside it) is read by `agentbench_v01`.
@@ -35,6 +38,7 @@ sample that has a later line — declared as omitted, not a second episode.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from pathlib import Path
@@ -97,10 +101,16 @@ class AgentBenchImporter:
                 groups.setdefault((agent, task), []).append((file, request.url(index)))
         retried: Counter[tuple[str, str]] = Counter()
         v01 = V01Counts()
+        accuracy: dict[tuple[str, str], float] = {}
         for (agent, task), files in groups.items():
             tally = counts.setdefault((agent, task), Counter())
             files.sort(key=lambda f: f[0].name == "error.jsonl")  # runs.jsonl first
             done: set[Any] = set()
+            overall = files[0][0].parent / "overall.json"
+            summary = None
+            if any(f.name == "runs.jsonl" for f, _u in files) and os.path.lexists(overall):
+                summary = _read_overall(session, overall)
+            grades = _grades(summary, overall)
             for path, url in files:
                 session.add_source(path, self.name, url)
                 if path.name == "runs.jsonl" and _first_is_v01(path):
@@ -117,13 +127,16 @@ class AgentBenchImporter:
                             continue
                         row, steps = _episode(record, f"line {number}", path, agent, task, chat)
                         row["meta.file"] = "error" if is_error else "runs"
+                        if not is_error and str(_index(record)) in grades:
+                            row["score.correct"] = grades.pop(str(_index(record)))
                         session.add_episode(row, steps)
                         done.add(_index(record))
                         if not is_error:
                             tally[row["meta.status"]] += 1
-            overall = files[0][0].parent / "overall.json"
-            if any(f.name == "runs.jsonl" for f, _u in files) and os.path.lexists(overall):
-                _overall(session, overall, agent, task, tally)
+            if summary is not None:
+                graded = _overall(session, overall, summary, agent, task, tally, grades)
+                if graded is not None:
+                    accuracy[(agent, task)] = graded
         for note in chat.notes():
             session.note(note)
         if retried:
@@ -136,6 +149,8 @@ class AgentBenchImporter:
                              count=sum(retried.values()))
         v01.declare(session)
         _declare_rules(session, {k: c for k, c in counts.items() if c})
+        if accuracy:
+            _declare_accuracy(session, accuracy)
         _declare_missing(session)
 
 
@@ -180,12 +195,43 @@ def _index(record: Any) -> Any:
     return index if isinstance(index, (int, str)) and not isinstance(index, bool) else None
 
 
-def _overall(session: ImportSession, path: Path, agent: str, task: str, tally: Counter[str]) -> None:
-    """overall.json is AgentBench's own summary: kept whole; its shares are checked against the lines'."""
+def _read_overall(session: ImportSession, path: Path) -> Any:
     if not os.path.isfile(path) or os.path.islink(path):
         raise SourceFormatError("is a link or not a regular file; links are not followed", file=str(path))
     session.add_source(path, "agentbench-overall")
-    doc = read_document(path, max_value_chars=64 << 20)
+    return read_document(path, max_value_chars=64 << 20)
+
+
+def _grades(doc: Any, path: Path) -> dict[str, bool]:
+    """Per-sample grades of an overall.json whose `custom.raw_results` lists the graded outputs
+    (MedAgentBench's calculate_overall appends `Correct` / `Incorrect` to the SampleStatus of
+    every output with a result): sample index (as text) -> correct. Other tasks' `custom`
+    (a figure, no raw_results) grade nothing."""
+    custom = doc.get("custom") if isinstance(doc, dict) else None
+    raw = custom.get("raw_results") if isinstance(custom, dict) else None
+    if not isinstance(raw, list):
+        return {}
+    grades: dict[str, bool] = {}
+    for number, item in enumerate(raw):
+        status = item.get("status") if isinstance(item, dict) else None
+        index = item.get("index") if isinstance(item, dict) else None
+        if not isinstance(status, str) or isinstance(index, bool) or not isinstance(index, (int, str)):
+            raise SourceFormatError("is not a graded output (an object with index and status)", file=str(path),
+                                    record=f"custom.raw_results[{number}]")
+        for suffix, correct in (("Correct", True), ("Incorrect", False)):
+            if status.endswith(suffix) and status[:-len(suffix)] in STATUS_MAP:
+                if grades.get(str(index), correct) != correct:
+                    raise SourceFormatError(f"grades sample {index!r} both correct and incorrect", file=str(path),
+                                            record=f"custom.raw_results[{number}]")
+                grades[str(index)] = correct
+                break
+    return grades
+
+
+def _overall(session: ImportSession, path: Path, doc: Any, agent: str, task: str, tally: Counter[str],
+             unmatched: dict[str, bool]) -> float | None:
+    """overall.json is AgentBench's own summary: kept whole; its shares are checked against the lines'.
+    Returns its `custom.accuracy` when its raw_results graded the lines (the rule's reported value)."""
     artifact = session.add_artifact(path.read_bytes())
     validation = doc.get("validation") if isinstance(doc, dict) else None
     n = sum(tally.values())
@@ -196,8 +242,22 @@ def _overall(session: ImportSession, path: Path, agent: str, task: str, tally: C
             session.note(f"{agent}/{task}: overall.json (total {doc.get('total')!r}) differs from the "
                          f"{n} runs.jsonl lines for {', '.join(off) or 'the total'}: the rules replay the lines "
                          "(overall.json is written once, when the run first completed every sample)")
-    session.note(f"{agent}/{task}: overall.json kept as artifact {artifact} (its `custom` figures are the task "
-                 "server's grading, not computed from the lines)")
+    custom = doc.get("custom") if isinstance(doc, dict) else None
+    raw = custom.get("raw_results") if isinstance(custom, dict) else None
+    if not isinstance(raw, list):
+        session.note(f"{agent}/{task}: overall.json kept as artifact {artifact} (its `custom` figures are the task "
+                     "server's grading, not computed from the lines)")
+        return None
+    session.note(f"{agent}/{task}: overall.json kept as artifact {artifact}; score.correct of each runs.jsonl "
+                 "sample is the task server's grade from its custom.raw_results (status + Correct / Incorrect; "
+                 "a sample with no result is not graded)")
+    if unmatched:
+        session.note(f"{agent}/{task}: overall.json grades sample(s) {', '.join(sorted(unmatched)[:20])} that "
+                     "runs.jsonl does not hold; those grades are not kept")
+    value = custom.get("accuracy")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _episode(
@@ -285,6 +345,24 @@ def _declare_rules(session: ImportSession, counts: dict[tuple[str, str], Counter
             aggregate={"group_by": ["agent", "task.name"]},
             reported=reported,
         ))
+
+
+def _declare_accuracy(session: ImportSession, accuracy: dict[tuple[str, str], float]) -> None:
+    session.add_rule(rule_document(
+        rule="agentbench.custom.accuracy",
+        kind="original",
+        description=(
+            "The task server's own overall.json `custom.accuracy` (MedAgentBench's calculate_overall): samples "
+            "graded correct over every runs.jsonl sample; a sample without a result (invalid action, limit) "
+            "is not graded and counts as a failure."
+        ),
+        select="meta.file == 'runs'",
+        score="score.correct",
+        on_status={"completed": "score", **{s: 0 for s in ("error", "timeout", "limit", "cancelled", "skipped")}},
+        on_missing=0,
+        aggregate={"group_by": ["agent", "task.name"]},
+        reported=[{"group": {"agent": a, "task.name": t}, "value": v} for (a, t), v in sorted(accuracy.items())],
+    ))
 
 
 def _declare_missing(session: ImportSession) -> None:

@@ -171,3 +171,44 @@ def test_overall_json_alone_names_what_to_import_and_beside_runs_is_read_once(tm
         assert len(card.episodes().to_pylist()) == 2
         assert [s.name for s in card.manifest.provenance.sources].count("overall.json") == 1
         assert_valid(out)
+
+
+def test_medagentbench_raw_results_grade_each_sample_and_the_accuracy_replays(tmp_path):
+    # THUDM/AgentBench@45ae4f9e src/server/tasks/medagentbench/__init__.py calculate_overall: every output
+    # with a result is graded, its status suffixed Correct / Incorrect, into overall.json custom.raw_results
+    # (index as text), accuracy = correct / all samples. The grades were only in the artifact: no episode
+    # had a score and the task's own figure was not declared.
+    lines = [_line(0), _line(1), _line(2, "agent invalid action"), _line(3)]
+    lines[2]["output"]["result"] = None
+    runs = _write(tmp_path, lines)
+    raw = [{"index": "0", "status": "completedCorrect", "result": "[1]", "history": "[...]"},
+           {"index": "1", "status": "completedIncorrect", "result": "[2]", "history": "[...]"},
+           {"index": "2", "status": "agent invalid action", "result": None, "history": "[...]"},
+           {"index": "3", "status": "completedCorrect", "result": "[1]", "history": "[...]"},
+           {"index": "9", "status": "completedCorrect", "result": "[1]", "history": "[...]"}]
+    accuracy = 2 / 4  # plain count over raw_results of the lines runs.jsonl holds, as calculate_overall divides
+    (runs.parent / "overall.json").write_text(json.dumps(
+        {"total": 4, "validation": {"completed": 0.75, "agent invalid action": 0.25},
+         "custom": {"accuracy": accuracy, "raw_results": raw}}, indent=4))
+    result, card = run_import("agentbench", [runs.parent], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    eps = {e["task.index"]: e for e in card.episodes().to_pylist()}
+    assert {i: e["score.correct"] for i, e in eps.items()} == {"0": True, "1": False, "2": None, "3": True}
+    rule = next(r for r in result.rules if r["rule"] == "agentbench.custom.accuracy")
+    assert rule["reported"][0]["value"] == accuracy
+    scored = [(e["score.correct"] or False) if e["status"] == "completed" else False for e in eps.values()]
+    assert sum(scored) / len(scored) == accuracy
+    assert any("sample(s) 9 that runs.jsonl does not hold" in n for n in result.notes)
+    # another task's custom (a figure, no raw_results) grades nothing and declares no accuracy rule
+    (runs.parent / "overall.json").write_text(json.dumps({"total": 4, "custom": {"acc": 0.5}}))
+    result, card = run_import("agentbench", [runs.parent], tmp_path / "c2")
+    assert "score.correct" not in card.episodes().column_names
+    assert all(r["rule"] != "agentbench.custom.accuracy" for r in result.rules)
+
+
+def test_a_raw_result_that_is_not_an_object_names_its_place(tmp_path):
+    runs = _write(tmp_path, [_line(0)])
+    (runs.parent / "overall.json").write_text(json.dumps({"total": 1, "custom": {"raw_results": ["x"]}}))
+    with pytest.raises(SourceFormatError, match="not a graded output") as exc:
+        run_import("agentbench", [runs.parent], tmp_path / "c")
+    assert exc.value.record == "custom.raw_results[0]"
