@@ -111,7 +111,8 @@ def _add_instance(found: dict[str, Path], path: Path) -> None:
 def report_from_instances(reports: dict[str, Path], patches: dict[str, tuple[str | None, str]]) -> dict[str, Any]:
     """A run report rebuilt from the instance reports alone (no `<model>.<run_id>.json` among the
     sources), with make_run_report's lists (reporting.py @7a21e05): of the submitted instances (the
-    predictions', else those with a report), an empty patch is empty_patch; one with a report.json is
+    predictions', else those with a report), an empty patch is empty_patch (without predictions: a
+    report whose patch_is_None / `none` is true); one with a report.json is
     completed, resolved or unresolved as it says; one without is error. Marked `_rebuilt`: the
     harness's own numbers are not in the sources, so nothing is reported from it."""
     submitted = sorted(patches) if patches else sorted(reports)
@@ -126,8 +127,13 @@ def report_from_instances(reports: dict[str, Path], patches: dict[str, tuple[str
         if path is None:
             lists["error_ids"].append(iid)
             continue
-        lists["completed_ids"].append(iid)
         doc = _read_report(path, iid)
+        if not patches and True in (doc[iid].get("patch_is_None"), doc[iid].get("none")):
+            # without the predictions, the report's own flag (2.0-2.1: `none`) says the patch was None,
+            # which make_run_report counts as empty_patch before it looks for a report
+            lists["empty_patch_ids"].append(iid)
+            continue
+        lists["completed_ids"].append(iid)
         resolved = doc[iid].get("resolved")
         if type(resolved) is not bool:
             raise SourceFormatError(f"resolved is {resolved!r}, not true or false", file=str(path), record=iid)

@@ -78,3 +78,21 @@ def test_instance_reports_of_two_models_without_a_run_report_are_refused(tmp_pat
     (other / "report.json").write_text(json.dumps({"b__b-2": {"resolved": False}}))
     with pytest.raises(SourceFormatError, match="2 model directories"):
         run_import("swe-bench", [root], tmp_path / "c")
+
+
+def test_without_predictions_a_report_of_a_none_patch_is_an_empty_patch(tmp_path):
+    # grading.py get_eval_report @7a21e05 returns patch_is_None true (2.0-2.1: `none`) for a prediction
+    # whose patch is None, and make_run_report counts such a prediction as empty_patch, not evaluated.
+    # Rebuilt from the logs alone it was completed + unresolved with score.empty_patch false.
+    root = tmp_path / "run"
+    _instance(root, "a__a-1", patch_is_None=True, patch_exists=False, patch_successfully_applied=False)
+    _instance(root, "b__b-2", none=True, patch_exists=False, patch_successfully_applied=False)
+    _instance(root, "c__c-3", resolved=True, tests_status=F2P)
+    _instance(root, "d__d-4", patch_successfully_applied=False)  # evaluated, patch did not apply: unresolved
+    _r, card = run_import("swe-bench", [root / "logs"], tmp_path / "c")
+    eps = {e["task_id"]: e for e in card.episodes().to_pylist()}
+    assert {k: (e["status"], e["score.resolved"], e["score.empty_patch"]) for k, e in eps.items()} == {
+        "a__a-1": ("completed", False, True), "b__b-2": ("completed", False, True),
+        "c__c-3": ("completed", True, False), "d__d-4": ("completed", False, False)}
+    assert eps["a__a-1"]["meta.report_lists"] == "submitted,empty_patch"
+    assert_valid(tmp_path / "c")
