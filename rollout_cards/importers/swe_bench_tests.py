@@ -65,6 +65,7 @@ def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]
             else:
                 reports.append((path, url))
             continue
+        _refuse_a_tree_of_submissions(path)
         for name, p, is_dir in children(path):
             if is_dir and name == "results" and any(n == "results.json" and not d for n, _, d in children(p)):
                 reports.append((p / "results.json", url))  # an experiments-style submission directory
@@ -83,12 +84,51 @@ def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]
     # leaves the unresolved ones implicit, so the details are the outcomes read
     reports = [(p, u) for p, u in reports if not (p.name == "results.json" and p.parent.parent in details)]
     if not reports and not instance:
-        raise SourceFormatError("holds no SWE-bench run report (<model>.<run_id>.json) and no instance "
-                                "report.json", file=str(request.sources[0]))
+        raise _nothing_found(request.sources, predictions)
     if instance and len(reports) > 1:
         raise ImporterError("per-instance report.json files were given with several run reports; they are keyed by "
                             "instance only, so import each run with its own logs")
     return reports, predictions, instance
+
+
+def _refuse_a_tree_of_submissions(directory: Path) -> None:
+    """A directory above experiments-style submissions (the repository's evaluation/<split>/) is
+    refused by name: walked as one run, its submissions' logs would collide instance by instance."""
+    names = {n for n, _p, _d in children(directory)}
+    if "per_instance_details.json" in names or "results" in names:
+        return  # a submission itself
+    submissions = _submissions_below(directory, 3)
+    if submissions:
+        raise SourceFormatError(
+            f"is not a submission but holds experiments-style submission directories below it ({len(submissions)}, "
+            f"e.g. {submissions[0]}), each with its own outcomes; import one submission directory at a time",
+            file=str(directory))
+
+
+def _nothing_found(sources: tuple[Path, ...], predictions: list[Path]) -> SourceFormatError:
+    """The error for sources without any outcome, saying what to give instead."""
+    first = sources[0]
+    what = ("holds predictions only (preds.json / *.jsonl), which carry no outcome" if predictions else
+            "holds no SWE-bench run report (<model>.<run_id>.json) and no instance report.json")
+    return SourceFormatError(
+        f"{what}; give the harness's run report <model>.<run_id>.json (with --predictions) or its "
+        "logs/run_evaluation/<run_id>/ directory, or an experiments submission directory (results/results.json)",
+        file=str(first))
+
+
+def _submissions_below(directory: Path, depth: int) -> list[Path]:
+    """Experiments-style submission directories (results/results.json or per_instance_details.json)
+    at most `depth` levels below `directory`."""
+    found = []
+    for _name, p, is_dir in children(directory):
+        if not is_dir:
+            continue
+        names = {n for n, _p, _d in children(p)}
+        if "per_instance_details.json" in names or ("results" in names and (p / "results" / "results.json").is_file()):
+            found.append(p)
+        elif depth > 1:
+            found += _submissions_below(p, depth - 1)
+    return found
 
 
 def _walk(directory: Path, found: dict[str, Path], depth: int) -> None:

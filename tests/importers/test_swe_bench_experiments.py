@@ -255,3 +255,21 @@ def test_chat_message_arrays_free_text_traces_and_unknown_formats_under_trajs(tm
     assert drops["unsupported_format"].count == 1 and "Moatless" in drops["unsupported_format"].reason
     assert "trajs/pydicom__pydicom-1139.json" in drops["unsupported_format"].reason
     assert drops["missing_trajectory"].count == len(preds) - 2  # the chat array and the text trace are read
+
+
+def test_a_directory_above_submissions_or_predictions_alone_say_what_to_import(tmp_path):
+    # The experiments repository lays submissions out as evaluation/<split>/<submission>/. Given the split
+    # directory, two submissions' logs/<instance>/report.json collided: "is a second report.json for
+    # instance ..."; one submission's split directory had its logs read as a run without its results.json.
+    # Predictions alone said only "holds no SWE-bench run report ... and no instance report.json".
+    sub, _preds, _report, _results = _submission(tmp_path)
+    shutil.copytree(sub, sub.parent / "20250202_other")
+    for source in (sub.parent, tmp_path / "evaluation", tmp_path):
+        with pytest.raises(SourceFormatError, match=r"holds experiments-style submission directories below it "
+                           r"\(2, e\.g\. .*20250101_deepseek-chat\).*import one submission directory") as exc:
+            run_import("swe-bench", [source], tmp_path / "c")
+        assert exc.value.file == str(source)
+    result, _card = run_import("swe-bench", [sub], tmp_path / "c-one")  # a submission itself imports
+    assert result.episodes == 23
+    with pytest.raises(SourceFormatError, match=r"holds predictions only .*give the harness's run report"):
+        run_import("swe-bench", [sub / "all_preds.jsonl"], tmp_path / "c-preds")
