@@ -231,8 +231,16 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         number = 0
         try:
             header = next(reader, None)
+            if header and "cum_reward" not in header and "exp_dir" not in header and "avg_reward" in header:
+                # AgentLab's summary_df / study_summary.csv (inspect_results.summarize_study): one row per
+                # agent and benchmark, averages only
+                raise SourceFormatError(
+                    "is an AgentLab study summary (avg_reward, n_completed per agent: averages, no experiment "
+                    "rows); import the study directory, its result_df*.csv or its experiment directories",
+                    file=str(path), record="header")
             if not header or "cum_reward" not in header and "exp_dir" not in header:
-                error = SourceFormatError("is not an AgentLab result table (no exp_dir / cum_reward column)",
+                error = SourceFormatError("is not an AgentLab result table (no exp_dir / cum_reward column); import "
+                                          "a study or experiment directory, a summary_info.json or a result_df*.csv",
                                           file=str(path), record="header")
                 with open(path, "rb") as raw:  # a Git LFS pointer is a one-column CSV: name it as one
                     raise compressed_error(str(path), raw.read(HEAD_BYTES)) or error

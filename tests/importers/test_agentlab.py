@@ -157,6 +157,23 @@ def test_bad_csv_rows_are_located(tmp_path):
         run_import("agentlab", [path], tmp_path / "c")
 
 
+def test_a_study_summary_csv_names_what_to_import(tmp_path):
+    # ServiceNow/AgentLab@0578daba tests/data/error_analysis/summary_df_trial_1_of_3.csv and
+    # @1b47afb5 tests/data/test_study/study_summary.csv: one row per agent and benchmark (averages). Given
+    # as a source it was "is not an AgentLab result table (no exp_dir / cum_reward column)", no fix.
+    path = tmp_path / "study_summary.csv"
+    path.write_text("agent.agent_name,env.benchmark,avg_reward,std_err,avg_steps,n_completed,n_err\n"
+                    "GenericAgent,miniwob,0.0,0.0,10.0,1/2,1\n")
+    with pytest.raises(SourceFormatError, match="is an AgentLab study summary .*import the study directory, "
+                       "its result_df") as exc:
+        run_import("agentlab", [path], tmp_path / "c")
+    assert (exc.value.file, exc.value.record) == (str(path), "header")
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(SourceFormatError, match="not an AgentLab result table .*; import a study or experiment"):
+        run_import("agentlab", [other], tmp_path / "c2")
+
+
 def test_experiment_names():
     assert parse_experiment_name("2024-08-01_10-20-52_GenericAgent_on_miniwob.ascending-numbers_64_e6d2d5") == (
         "GenericAgent", "miniwob.ascending-numbers", 64)
