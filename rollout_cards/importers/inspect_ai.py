@@ -156,6 +156,8 @@ class InspectImporter:
             planned = len(ids) * log.epochs if isinstance(ids, list) else None
             expected = None if expected is None or planned is None else expected + planned
             _missing_samples(session, log, planned)
+            if planned is None and log.found == 0 and not any(b.file == str(log.path) for b in session.malformed):
+                _header_only(session, log)
             declare.append((log, agent))
             logs_meta.append(_log_meta(log, _reductions(log, session)))
         for log, agent in declare:  # replayed on every episode of the card, as `rcard validate` replays them
@@ -304,6 +306,21 @@ def _missing_samples(session: ImportSession, log: InspectLog, planned: int | Non
         reason=f"{log.path.name} (status {log.header.get('status')!r}) plans {planned} sample-epochs but logs "
         f"{seen}{why}",
         count=planned - seen,
+    )
+
+
+def _header_only(session: ImportSession, log: InspectLog) -> None:
+    """A log that holds no sample and names no plan (logs before dataset.sample_ids, e.g.
+    inspect_ai tests/log/test_eval_log/log_valid.txt, versions 1-4): its samples were not
+    written (log_samples=False, or the log was saved from a header-only read)."""
+    results = log.header.get("results") if isinstance(log.header.get("results"), dict) else {}
+    total = results.get("total_samples")
+    session.add_drop(
+        target="episodes", action="unobserved", declaration="source_missing", loss_class="missing_records",
+        reason=f"{log.path.name} (status {log.header.get('status')!r}, log version {log.header.get('version')!r}) "
+        "holds no samples: a header-only log (written with log_samples=False, or saved from a header-only "
+        "read); its results are the header's own, with no sample to replay them on",
+        count=total if type(total) is int and total >= 0 else None,
     )
 
 

@@ -130,6 +130,28 @@ def test_a_log_with_fewer_samples_than_planned_declares_them(tmp_path):
     assert_valid(tmp_path / "card")
 
 
+def test_a_header_only_log_declares_its_missing_samples(tmp_path):
+    # inspect_ai@499e6152e tests/log/test_eval_log/log_valid.txt (version 2), log_version_3.txt (4),
+    # log_with_nan.txt (1): status success, no `samples` key and no dataset.sample_ids (logs written with
+    # log_samples=False). Nothing said why they gave no episode ("no episodes could be imported"), and
+    # with another log the card declared nothing about them.
+    log = json.loads(SYNTHETIC.read_text())
+    del log["samples"], log["eval"]["dataset"]["sample_ids"], log["eval"]["dataset"]["samples"]
+    header_only = tmp_path / "2024-05-05T07-59-35_wikipedia.json"
+    header_only.write_text(json.dumps(log))
+    result, card = run_import("inspect", [header_only, SYNTHETIC], tmp_path / "card")
+    assert result.episodes == len(json.loads(SYNTHETIC.read_text())["samples"])
+    (drop,) = [d for d in card.manifest.drops if d.target == "episodes"]
+    # the count is the header's results.total_samples when it has one (the synthetic log's 4; log_valid.txt
+    # has none: count unknown)
+    assert (drop.declaration, drop.loss_class, drop.count) == ("source_missing", "missing_records",
+                                                               log["results"]["total_samples"])
+    assert drop.reason.startswith(f"{header_only.name} (status 'success', log version 2) holds no samples")
+    assert_valid(tmp_path / "card")
+    with pytest.raises(SourceFormatError, match="no episodes could be imported"):
+        run_import("inspect", [header_only], tmp_path / "alone")
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [("C", 1.0), ("I", 0.0), ("P", 0.5), ("N", 0.0), ("Yes", 1.0), ("false", 0.0), ("0.25", 0.25), (True, 1.0),
