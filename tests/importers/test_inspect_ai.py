@@ -148,7 +148,8 @@ def test_a_header_only_log_declares_its_missing_samples(tmp_path):
                                                                log["results"]["total_samples"])
     assert drop.reason.startswith(f"{header_only.name} (status 'success', log version 2) holds no samples")
     assert_valid(tmp_path / "card")
-    with pytest.raises(SourceFormatError, match="no episodes could be imported"):
+    with pytest.raises(SourceFormatError, match=r"no episodes could be imported from .*wikipedia.json: .*"
+                       r"\(status 'success', log version 2\) holds no samples: a header-only log"):
         run_import("inspect", [header_only], tmp_path / "alone")
 
 
