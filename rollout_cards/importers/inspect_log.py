@@ -104,8 +104,20 @@ class InspectLog:
         #: what tells this log's episodes apart in a card: the task_id, or for a later log of the same
         #: eval (`inspect score` keeps task_id) task_id.<digest of its scoring> (see `scoring_digest`)
         self.key: str = self.task_run
+        # The header fields the import computes with are checked here, once: a wrong type or an
+        # epoch count below 1 reached the plan and the rules as an internal error (exit 2).
+        for where, value, kind in (("eval.dataset", spec.get("dataset"), dict),
+                                   ("results", header.get("results"), dict)):
+            if value is not None and not isinstance(value, kind):
+                raise _header_field(path, where, value, "an object (or null)")
+        scores = (header.get("results") or {}).get("scores")
+        if scores is not None and not isinstance(scores, list):
+            raise _header_field(path, "results.scores", scores, "a list of scores (or null)")
         config = spec.get("config") if isinstance(spec.get("config"), dict) else {}
-        self.epochs = config.get("epochs") if type(config.get("epochs")) is int else 1
+        epochs = config.get("epochs")
+        if epochs is not None and (type(epochs) is not int or epochs < 1):
+            raise _header_field(path, "eval.config.epochs", epochs, "an integer of at least 1 (or null)")
+        self.epochs: int = epochs or 1
         self.reducers = config.get("epochs_reducer") or ["mean"]
         self.found = 0
         #: score column -> task ids with a (non-null) value: how many samples a metric is over when
@@ -129,6 +141,12 @@ class InspectLog:
         for item in reversed(self.resources):
             item.close()
         self.resources.clear()
+
+
+def _header_field(path: Path, where: str, value: Any, expected: str) -> SourceFormatError:
+    shown = repr(value) if isinstance(value, (int, float)) else type(value).__name__
+    return SourceFormatError(f"is not a usable Inspect log: its header's {where} is {shown}, not {expected}; "
+                             "fix or remove that field", file=str(path))
 
 
 def _open_eval(path: Path, session: ImportSession, stack: list[SafeZip]) -> InspectLog:

@@ -76,6 +76,38 @@ def test_a_header_that_inflates_past_its_budget_is_exit_1(tmp_path, monkeypatch)
     assert result.exit_code == 1 and "header.json" in result.output and "budget" in result.output, result.output
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        (("eval", "config", "epochs"), -1, "eval.config.epochs is -1, not an integer of at least 1"),
+        (("eval", "config", "epochs"), 0, "eval.config.epochs is 0, not an integer of at least 1"),
+        (("eval", "config", "epochs"), "3", "eval.config.epochs is str, not an integer"),
+        (("eval", "dataset"), "x", "eval.dataset is str, not an object"),
+        (("eval", "dataset"), [1], "eval.dataset is list, not an object"),
+        (("results",), 1.5, "results is 1.5, not an object"),
+        (("results", "scores"), True, "results.scores is True, not a list of scores"),
+        (("results", "scores"), {"a": 1}, "results.scores is dict, not a list of scores"),
+    ],
+    ids=["epochs-negative", "epochs-zero", "epochs-text", "dataset-text", "dataset-list", "results-number",
+         "scores-bool", "scores-object"],
+)
+def test_a_header_field_of_the_wrong_type_is_exit_1_naming_file_and_field(tmp_path, field, value, expected):
+    # found by scripts/eval_field_sweep.py: each was an internal error (exit 2) before, a negative
+    # epoch count a negative planned episode count refused by the card model
+    log = json.loads(SYNTHETIC.read_text())
+    log.pop("samples")
+    node = log
+    for key in field[:-1]:
+        node = node.setdefault(key, {})
+    node[field[-1]] = value
+    path = tmp_path / "typed.eval"
+    _eval(path, header_text=json.dumps(log))
+    result = _import(tmp_path, path)
+    assert result.exit_code == 1, result.output
+    assert "typed.eval" in result.output and expected in result.output
+    assert not (tmp_path / "card").exists()
+
+
 def test_nan_anywhere_in_the_header_does_not_make_the_log_unimportable(tmp_path):
     log = json.loads(SYNTHETIC.read_text())
     samples = log.pop("samples")
