@@ -310,6 +310,8 @@ def _model(
             line.put(t, "message", role=role, content=content, payload=json_text(msg))
     output = ev.get("output") if isinstance(ev.get("output"), dict) else {}
     choices = output.get("choices") or []
+    if not isinstance(choices, list):  # a number or an object here was an internal error (exit 2)
+        raise steps.error(f"{_where(at)}.output.choices is {type(choices).__name__}, not a list of choices")
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
     if isinstance(message, dict):
         seen[_message_key({**message, "role": "assistant"})] += 1  # an output message is the assistant's

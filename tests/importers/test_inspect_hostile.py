@@ -50,8 +50,14 @@ def _import(tmp_path, path):
         (_sample(replace=[('"input_tokens": 20', '"input_tokens": "twenty"')]), "input_tokens"),
         (_sample(replace=[('"epoch": 1', '"epoch": "one"')]), "epoch"),
         (_sample(scores={"match": float("inf")}), "not a finite number"),  # json.dumps writes Infinity
+        # found by scripts/eval_field_sweep.py: both were internal errors (TypeError, KeyError: 0)
+        (_sample(replace=[('"choices": [{', '"choices": 1.5, "x": [{')]),
+         "events[2].output.choices is float, not a list of choices"),
+        (_sample(replace=[('"choices": [{', '"choices": {"a": 1}, "x": [{')]),
+         "events[2].output.choices is dict, not a list of choices"),
     ],
-    ids=["1e999", "big-int", "lone-surrogate", "tokens-wrong-type", "epoch-wrong-type", "infinite-score"],
+    ids=["1e999", "big-int", "lone-surrogate", "tokens-wrong-type", "epoch-wrong-type", "infinite-score",
+         "choices-number", "choices-object"],
 )
 def test_hostile_sample_is_exit_1_naming_file_and_member(tmp_path, sample, expected):
     path = tmp_path / "hostile.eval"
