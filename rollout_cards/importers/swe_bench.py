@@ -81,7 +81,10 @@ class SweBenchImporter:
         """Import every report; each report is one agent."""
         request.check_options(self.name, self.options)
         session.set_software("harness", Software(name="SWE-bench", url="https://github.com/SWE-bench/SWE-bench"))
-        sources, prediction_files, instance_reports = _expand(request)
+        sources, prediction_files, instance_reports, unread = _expand(request)
+        if unread:
+            session.note(f"not read: {', '.join(str(p) for p in unread[:10])}{' ...' if len(unread) > 10 else ''} "
+                         "(JSON beside the run that names no run report key: not a SWE-bench report)")
         patches, models = _predictions(request, session, prediction_files)
         grid: dict[str, list[str]] = {}
         reported: dict[str, list[dict[str, Any]]] = {}

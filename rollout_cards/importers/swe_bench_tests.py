@@ -14,7 +14,8 @@ failure: [...]}}}}`. `TestColumns` adds, to the instance's episode,
 | `meta.tests.<CATEGORY>.<success or failure>` | the test ids, JSON text (a list) |
 | `meta.patch_is_none`, `meta.patch_exists`, `meta.patch_applied` | the report's patch flags |
 
-`expand_sources` finds, in directory sources, the run report(s) (top-level `*.json`, or
+`expand_sources` finds, in directory sources, the run report(s) (top-level `*.json` naming a run
+report key, or
 `results/results.json` of an experiments-style submission directory), the predictions
 (`preds.json`, `*.jsonl`) and every `report.json` below (links refused).
 """
@@ -50,11 +51,15 @@ def _is_predictions(name: str) -> bool:
     return name.endswith(".jsonl") or name.startswith(("preds", "all_preds"))
 
 
-def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]], list[Path], dict[str, Path]]:
-    """(run reports with their URLs, prediction files, instance id -> report.json) of the sources."""
+def expand_sources(
+    request: ImportRequest,
+) -> tuple[list[tuple[Path, str | None]], list[Path], dict[str, Path], list[Path]]:
+    """(run reports with their URLs, prediction files, instance id -> report.json, other JSON files
+    of directory sources that name no run report key: not read) of the sources."""
     reports: list[tuple[Path, str | None]] = []
     predictions: list[Path] = []
     instance: dict[str, Path] = {}
+    other: list[Path] = []
     for index, path in enumerate(request.sources):
         url = request.url(index)
         if not path.is_dir():
@@ -76,7 +81,10 @@ def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]
             elif name == "per_instance_details.json":
                 reports.insert(0, (p, url))  # a submission's outcomes (experiments repository)
             elif name.endswith(".json") and not _is_predictions(name):
-                reports.append((p, url))
+                if _names_a_report_key(p):
+                    reports.append((p, url))
+                else:
+                    other.append(p)
             elif _is_predictions(name) and name.endswith((".json", ".jsonl")):
                 predictions.append(p)
     details = {p.parent for p, _ in reports if p.name == "per_instance_details.json"}
@@ -84,11 +92,27 @@ def expand_sources(request: ImportRequest) -> tuple[list[tuple[Path, str | None]
     # leaves the unresolved ones implicit, so the details are the outcomes read
     reports = [(p, u) for p, u in reports if not (p.name == "results.json" and p.parent.parent in details)]
     if not reports and not instance:
-        raise _nothing_found(request.sources, predictions)
+        raise _nothing_found(request.sources, predictions, other)
     if instance and len(reports) > 1:
         raise ImporterError("per-instance report.json files were given with several run reports; they are keyed by "
                             "instance only, so import each run with its own logs")
-    return reports, predictions, instance
+    return reports, predictions, instance, other
+
+
+#: Keys of a harness run report (every version): one of them precedes any long list in the file.
+_REPORT_KEYS = (b'"schema_version"', b'"total_instances"', b'"submitted_instances"', b'"completed_ids"',
+                b'"submitted_ids"', b'"resolved_ids"', b'"error_ids"')
+
+
+def _names_a_report_key(path: Path) -> bool:
+    """Whether a JSON file found in a directory names a run report key in its first 64 KiB; other
+    JSON beside a run (a tool's config.json, metadata) is not a report and is left unread."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64 << 10)
+    except OSError as exc:
+        raise SourceFormatError(f"cannot be read: {exc.strerror or exc}", file=str(path)) from None
+    return any(key in head for key in _REPORT_KEYS)
 
 
 def _refuse_a_tree_of_submissions(directory: Path) -> None:
@@ -105,13 +129,14 @@ def _refuse_a_tree_of_submissions(directory: Path) -> None:
             file=str(directory))
 
 
-def _nothing_found(sources: tuple[Path, ...], predictions: list[Path]) -> SourceFormatError:
+def _nothing_found(sources: tuple[Path, ...], predictions: list[Path], other: list[Path]) -> SourceFormatError:
     """The error for sources without any outcome, saying what to give instead."""
     first = sources[0]
+    unread = f" ({', '.join(p.name for p in other[:5])}: JSON that names no run report key)" if other else ""
     what = ("holds predictions only (preds.json / *.jsonl), which carry no outcome" if predictions else
             "holds no SWE-bench run report (<model>.<run_id>.json) and no instance report.json")
     return SourceFormatError(
-        f"{what}; give the harness's run report <model>.<run_id>.json (with --predictions) or its "
+        f"{what}{unread}; give the harness's run report <model>.<run_id>.json (with --predictions) or its "
         "logs/run_evaluation/<run_id>/ directory, or an experiments submission directory (results/results.json)",
         file=str(first))
 

@@ -133,3 +133,24 @@ def test_the_5x_failure_classification_and_a_2_0_report(tmp_path):
     assert reported["swe_bench.resolved_rate"] == pytest.approx(1 / 3)
     assert card.manifest.meta["swe_bench_report.m.old"]["unremoved_images"] == ["img"]
     assert any("2.0.x" in n for n in result.notes)
+
+
+def test_other_json_beside_the_run_report_in_a_directory_is_noted_not_read(tmp_path):
+    # A directory holding the run report and the predictions, plus JSON another tool left beside them (a
+    # config.json): every top-level .json was taken as a run report, so with instance reports below it was
+    # "per-instance report.json files were given with several run reports", without them "is not a SWE-bench
+    # harness report". A file named as a source is still read as a report (test_not_a_report).
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / REPORT.name).write_bytes(REPORT.read_bytes())
+    (run / "predictions.jsonl").write_bytes(PREDICTIONS.read_bytes())
+    (run / "config.json").write_text(json.dumps({"model": "demo", "temperature": 0.0}))
+    result, card = run_import("swe-bench", [run], tmp_path / "card")
+    expected = json.loads(REPORT.read_text())
+    assert sorted(_rows(card)) == sorted(set(expected["submitted_ids"]) | set(expected.get("incomplete_ids", [])))
+    assert any("not read: " in n and "config.json" in n for n in result.notes)
+    assert "config.json" not in {s.name for s in card.manifest.provenance.sources}
+    (run / REPORT.name).unlink()
+    with pytest.raises(SourceFormatError, match=r"holds predictions only .*config\.json: JSON that names no run "
+                       r"report key"):
+        run_import("swe-bench", [run], tmp_path / "card2")
