@@ -14,8 +14,9 @@ every outcome list), `task_id` = instance id, `episode_id` = `<agent>/<instance>
 `meta.report_lists` names every list the id appears in (5.x also `infra_failure` /
 `ambiguous_failure`, a subset of unresolved / error: why it failed, the reason in
 `meta.failure_reason`; the status is as above, the harness keeps them in its denominator).
-A 2.0.x report (no `schema_version`, no submitted / empty-patch / incomplete lists) takes
-its submitted instances as completed + error. An id in two lists the
+A 2.0.0-2.0.2 report (no `schema_version`, no submitted / empty-patch / incomplete lists) takes
+its submitted instances as completed + error; a 2.0.3-2.0.9 report (no `schema_version`, the
+lists of schema_version 2) is read as schema_version 2 (noted). An id in two lists the
 harness keeps exclusive (real reports list an instance as both unresolved and
 empty-patch) is imported as the report says and flagged as a `source_malformed`
 drop with its count — never silently resolved. With `--predictions`, each
@@ -64,6 +65,9 @@ _COUNTS = {"submitted_instances": "submitted_ids", "completed_instances": "compl
            "resolved_instances": "resolved_ids", "unresolved_instances": "unresolved_ids",
            "empty_patch_instances": "empty_patch_ids", "error_instances": "error_ids"}
 _MAX_REPORT_CHARS = 256 * 1024 * 1024
+#: The lists a 2.0.3-2.0.9 report (no schema_version) has, as schema_version 2 has them.
+_UNVERSIONED = ("submitted_ids", "completed_ids", "incomplete_ids", "resolved_ids", "unresolved_ids",
+                "empty_patch_ids", "error_ids")
 _SELECTOR_IDS = 50
 
 
@@ -159,9 +163,15 @@ def _report(path: Path) -> dict[str, Any]:
         # incomplete lists: the instances it evaluated are the completed and the errored ones
         report = {**report, "submitted_ids": sorted(set(report["completed_ids"]) | set(report["error_ids"])),
                   "_schema_1": True}
+    elif isinstance(report, dict) and "schema_version" not in report and all(
+            isinstance(report.get(n), list) for n in _UNVERSIONED):
+        # SWE-bench 2.0.3-2.0.9 (run_evaluation.py @v2.0.9) wrote schema_version 2's lists, with the same
+        # meaning (make_run_report is unchanged at v2.0.10, which added the key), but no schema_version
+        report = {**report, "_unversioned": True}
     elif not isinstance(report, dict) or report.get("schema_version") != 2:
         raise SourceFormatError("is not a SWE-bench harness report with schema_version 2 (or a 2.0.x report "
-                                "with completed_ids and error_ids)", file=str(path))
+                                "with completed_ids and error_ids; 2.0.3-2.0.9: and submitted, incomplete, "
+                                "empty-patch, resolved and unresolved lists)", file=str(path))
     reasons = report.get("failure_reasons", {})
     if not isinstance(reasons, dict) or not all(isinstance(v, str) for v in reasons.values()):
         raise SourceFormatError("failure_reasons is not an object of instance id -> text", file=str(path),
@@ -228,8 +238,11 @@ def _import_report(
     if report.get("_schema_1"):
         session.note(f"{path.name}: a SWE-bench 2.0.x report (no schema_version): no submitted, empty-patch or "
                      "incomplete lists, so the submitted instances are taken as completed + error")
-    known = {*_LISTS, *_COUNTS, "schema_version", "failure_reasons", "total_instances", "_schema_1", "_rows", "_rebuilt",
-             "infra_failure_instances", "ambiguous_failure_instances"}
+    if report.get("_unversioned"):
+        session.note(f"{path.name}: a SWE-bench 2.0.3-2.0.9 report (no schema_version; the lists of "
+                     "schema_version 2, read as such)")
+    known = {*_LISTS, *_COUNTS, "schema_version", "failure_reasons", "total_instances", "_schema_1", "_unversioned",
+             "_rows", "_rebuilt", "infra_failure_instances", "ambiguous_failure_instances"}
     other = {k: v for k, v in report.items() if k not in known}
     if other:  # e.g. 2.0.x unstopped_containers / unremoved_images: kept, not mapped
         session.set_meta(f"swe_bench_report.{path.stem}", other)

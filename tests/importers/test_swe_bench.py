@@ -154,3 +154,26 @@ def test_other_json_beside_the_run_report_in_a_directory_is_noted_not_read(tmp_p
     with pytest.raises(SourceFormatError, match=r"holds predictions only .*config\.json: JSON that names no run "
                        r"report key"):
         run_import("swe-bench", [run], tmp_path / "card2")
+
+
+def test_a_2_0_3_to_2_0_9_report_without_schema_version_is_read_as_schema_2(tmp_path):
+    # SWE-bench run_evaluation.py @v2.0.3..@v2.0.9 make_run_report wrote the submitted / incomplete /
+    # empty-patch lists but no schema_version (added at v2.0.10, the lists unchanged); it was exit 1 'is
+    # not a SWE-bench harness report with schema_version 2'. Fields in v2.0.9's order.
+    ids = ["a__a-1", "b__b-2", "c__c-3", "d__d-4"]
+    report = {"total_instances": 5, "submitted_instances": 4, "completed_instances": 2, "resolved_instances": 1,
+              "unresolved_instances": 1, "empty_patch_instances": 1, "error_instances": 1, "unstopped_instances": 0,
+              "completed_ids": ids[:2], "incomplete_ids": ["e__e-5"], "empty_patch_ids": ids[2:3],
+              "submitted_ids": ids, "resolved_ids": ids[:1], "unresolved_ids": ids[1:2], "error_ids": ids[3:],
+              "unstopped_containers": [], "unremoved_images": []}
+    path = tmp_path / "org__m.run-2.json"
+    path.write_text(json.dumps(report, indent=4))
+    result, card = run_import("swe-bench", [path], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    assert {k: (r["status"], r["score.resolved"]) for k, r in _rows(card).items()} == {
+        "a__a-1": ("completed", True), "b__b-2": ("completed", False), "c__c-3": ("completed", False),
+        "d__d-4": ("error", False), "e__e-5": ("skipped", None)}
+    reported = {r["rule"]: r["reported"][0]["value"] for r in result.rules}
+    # the harness's own counts: resolved / submitted, and resolved / (submitted - empty patches)
+    assert reported == {"swe_bench.resolved_rate": 1 / 4, "swe_bench.resolved_rate_nonempty": pytest.approx(1 / 3)}
+    assert any("2.0.3-2.0.9" in n for n in result.notes)
