@@ -199,7 +199,7 @@ def _read_overall(session: ImportSession, path: Path) -> Any:
     if not os.path.isfile(path) or os.path.islink(path):
         raise SourceFormatError("is a link or not a regular file; links are not followed", file=str(path))
     session.add_source(path, "agentbench-overall")
-    return read_document(path, max_value_chars=64 << 20)
+    return read_document(path, max_value_chars=64 << 20, constants=True)  # json.dumps writes NaN / Infinity
 
 
 def _grades(doc: Any, path: Path) -> dict[str, bool]:
@@ -256,6 +256,8 @@ def _overall(session: ImportSession, path: Path, doc: Any, agent: str, task: str
                      "runs.jsonl does not hold; those grades are not kept")
     value = custom.get("accuracy")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        session.note(f"{agent}/{task}: overall.json custom.accuracy is {value!r}, not a finite number: "
+                     "agentbench.custom.accuracy is not declared (the grades are kept in score.correct)")
         return None
     return float(value)
 

@@ -212,3 +212,19 @@ def test_a_raw_result_that_is_not_an_object_names_its_place(tmp_path):
     with pytest.raises(SourceFormatError, match="not a graded output") as exc:
         run_import("agentbench", [runs.parent], tmp_path / "c")
     assert exc.value.record == "custom.raw_results[0]"
+
+
+def test_an_overall_json_with_nan_is_read(tmp_path):
+    # AgentBench's assigner writes overall.json with json.dumps (src/assigner.py @578c5e9
+    # calculate_overall_worker), which writes a NaN float as NaN; the import was exit 1 'non-standard JSON
+    # constant NaN' although overall.json is only kept and checked.
+    runs = _write(tmp_path, [_line(0), _line(1)])
+    raw = [{"index": "0", "status": "completedCorrect"}, {"index": "1", "status": "completedIncorrect"}]
+    (runs.parent / "overall.json").write_text(
+        '{"total": 2, "validation": {"completed": 1.0, "average_history_length": NaN}, '
+        '"custom": {"accuracy": NaN, "raw_results": ' + json.dumps(raw) + "}}")
+    result, card = run_import("agentbench", [runs.parent], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    assert [e["score.correct"] for e in card.episodes().to_pylist()] == [True, False]
+    assert all(r["rule"] != "agentbench.custom.accuracy" for r in result.rules)
+    assert any("custom.accuracy is nan, not a finite number" in n for n in result.notes)
