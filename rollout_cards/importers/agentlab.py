@@ -1,6 +1,6 @@
 """AgentLab / BrowserGym experiment directories and study result tables to a rollout card.
 
-A BrowserGym experiment directory (`<date>_<time>_<agent>_on_<task>_<seed>[_<hash>]`)
+A BrowserGym experiment directory (`<date>_<time>_<agent>_on_<task>_<seed>[_<hash> | _<n>]`)
 holds `summary_info.json` (the episode's outcome and cumulative stats), pickled
 configuration and steps (`exp_args.pkl`, `step_<n>.pkl.gz`, `goal_object.pkl.gz`),
 `package_versions.txt`, `experiment.log` and screenshots. A study adds
@@ -40,8 +40,11 @@ from .steps import StepBuffer, json_text
 
 __all__ = ["AgentLabImporter", "parse_experiment_name", "terminal_state"]
 
+# `<date>_<exp_name>` + a BrowserGym-era `_<hex id>`, or (AgentLab loop.py @69cd893 _make_dir) `_<i>`,
+# i in 1..998, when a directory of that name and second already exists; the tag follows the date prefix
 _NAME = re.compile(
-    r"^(?:\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_)?(?P<agent>.+?)_on_(?P<task>.+?)_(?P<seed>\d+)(?:_[0-9a-f]{6,})?$"
+    r"^(?:(?P<date>\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d)_)?(?P<agent>.+?)_on_(?P<task>.+?)_(?P<seed>\d+)"
+    r"(?:_[0-9a-f]{6,}|(?(date)_[1-9]\d{0,2}))?$"
 )
 _SUMMARY = "summary_info.json"
 _MAX_SUMMARY = 64 << 20

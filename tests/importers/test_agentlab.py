@@ -179,6 +179,12 @@ def test_experiment_names():
         "GenericAgent", "miniwob.ascending-numbers", 64)
     assert parse_experiment_name("A-b_on_workarena.servicenow.order_3") == ("A-b", "workarena.servicenow.order", 3)
     assert parse_experiment_name("no-structure") is None
+    # AgentLab loop.py @69cd893 _make_dir: `<date>_<exp_name>_<i>` when that directory already exists (same
+    # name, same second); the tag was read as the seed and the seed as part of the task name
+    assert parse_experiment_name("2025-03-20_10-00-00_GenericAgent_on_miniwob.click-dialog_28_1") == (
+        "GenericAgent", "miniwob.click-dialog", 28)
+    assert parse_experiment_name("2025-03-20_10-00-00_G_on_webarena.310_7_12") == ("G", "webarena.310", 7)
+    assert parse_experiment_name("G_on_t_28_1") == ("G", "t_28", 1)  # no date prefix: no tag
 
 
 def test_nan_stats_and_an_experiment_without_summary_info(tmp_path):
