@@ -310,6 +310,8 @@ def _predictions(
 def _read_predictions(
     session: ImportSession, path: Path, out: dict[str, tuple[str | None, str]], models: set[str]
 ) -> None:
+    seen: set[str] = set()
+    repeated: list[str] = []
     for label, item in _prediction_items(path, session):
         with session.record():
             if not isinstance(item, dict) or not isinstance(item.get("instance_id"), str):
@@ -320,7 +322,14 @@ def _read_predictions(
             model = item.get("model_name_or_path") if isinstance(item.get("model_name_or_path"), str) else None
             if model:
                 models.add(model)
+            if item["instance_id"] in seen:
+                repeated.append(item["instance_id"])
+            seen.add(item["instance_id"])
             out[item["instance_id"]] = (model, patch or "")
+    if repeated:  # e.g. SWE-agent appends a line to all_preds.jsonl each time an instance is run again
+        session.note(f"{path.name}: {len(repeated)} later prediction(s) of an instance already predicted (e.g. "
+                     f"{repeated[0]}); the last one is kept, as the harness keys predictions by instance_id "
+                     "(run_evaluation.py @7a21e05)")
 
 
 def _prediction_items(path: Path, session: ImportSession) -> Iterator[tuple[str, Any]]:

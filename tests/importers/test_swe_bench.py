@@ -177,3 +177,19 @@ def test_a_2_0_3_to_2_0_9_report_without_schema_version_is_read_as_schema_2(tmp_
     # the harness's own counts: resolved / submitted, and resolved / (submitted - empty patches)
     assert reported == {"swe_bench.resolved_rate": 1 / 4, "swe_bench.resolved_rate_nonempty": pytest.approx(1 / 3)}
     assert any("2.0.3-2.0.9" in n for n in result.notes)
+
+
+def test_a_repeated_prediction_keeps_the_last_as_the_harness_does_and_says_so(tmp_path):
+    # SWE-agent appends a line to all_preds.jsonl each time an instance is run again; the harness keys
+    # predictions by instance_id (run_evaluation.py @7a21e05: {pred["instance_id"]: pred ...}), so the last
+    # line is the one evaluated. The importer kept the last too, but silently.
+    lines = PREDICTIONS.read_text().splitlines()
+    first = json.loads(lines[0])
+    again = {**first, "model_patch": "diff --git a/again b/again\n"}
+    path = tmp_path / "all_preds.jsonl"
+    path.write_text("\n".join([*lines, json.dumps(again)]) + "\n")
+    result, card = run_import("swe-bench", [REPORT], tmp_path / "c", options={"predictions": str(path)})
+    row = _rows(card)[first["instance_id"]]
+    assert card.read_artifact(row["meta.patch_artifact"]).decode() == again["model_patch"]
+    assert any(f"1 later prediction(s) of an instance already predicted (e.g. {first['instance_id']})" in n
+               for n in result.notes)
