@@ -91,9 +91,10 @@ def test_no_model_has_a_builtin_default_factory():
 
 
 def test_models_compile_their_validators_on_first_use():
-    """Importing the models compiles no pydantic validator (defer_build); parsing a card.json
-    compiles the manifest tree's. (model/rule.py builds one at import, for its DEFAULT_ON_STATUS
-    instance; rules load only for a card that has them.)"""
+    """Importing the models compiles no pydantic validator (defer_build); parsing a valid
+    card.json compiles none either (model/_construct.py builds the tree), and one with a problem
+    compiles the manifest tree's, which describes it. (model/rule.py builds one at import, for
+    its DEFAULT_ON_STATUS instance; rules load only for a card that has them.)"""
     code = ("import inspect, pydantic, pydantic_core\n"
             "from rollout_cards.model import card, rule\n"
             "from rollout_cards.validate import report\n"
@@ -104,11 +105,17 @@ def test_models_compile_their_validators_on_first_use():
             "print('at-import', *built())\n"
             "from rollout_cards.io.manifest import parse_manifest\n"
             "parse_manifest(open('fixtures/cards/minimal/card.json', 'rb').read())\n"
-            "print('after-parse', *built())\n")
+            "print('after-parse', *built())\n"
+            "from rollout_cards.errors import ManifestError\n"
+            "try:\n"
+            "    parse_manifest(open('fixtures/cards/minimal/card.json', 'rb').read().replace(b'1.0.0', b'1.0'))\n"
+            "except ManifestError:\n"
+            "    print('after-problem', *built())\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    at_import, after_parse = (line.split()[1:] for line in out.stdout.splitlines())
+    at_import, after_parse, after_problem = (line.split()[1:] for line in out.stdout.splitlines())
     assert at_import == []
-    assert "CardManifest" in after_parse
+    assert after_parse == []
+    assert "CardManifest" in after_problem
 
 
 def test_a_built_in_import_loads_no_pandas(tmp_path):

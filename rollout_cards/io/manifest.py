@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import ManifestError, Problem, UnsupportedFormatError
 from ..jsondoc import decoder, may_hold_surrogate, surrogate_pointer
+from ..model._construct import construct
 from ..model.card import CardManifest
 from ..model.schemas import card_schema_problems
 from ..tables import FORMAT, FORMAT_VERSION, parse_format
@@ -118,6 +119,11 @@ def parse_manifest(data: bytes, source: str = "card.json") -> CardManifest:
             f"{source}: format {fmt} found; this version of rollout-cards reads {FORMAT} "
             f"(and earlier {FORMAT_VERSION[0]}.x); upgrade rollout-cards to read it"
         )
+    # What the models certainly accept is built without compiling their validator (the JSON
+    # Schema and the models would find nothing); anything else is validated and described.
+    manifest = construct(CardManifest, document)
+    if manifest is not None:
+        return manifest
     problems = card_schema_problems(document)
     try:
         manifest = CardManifest.model_validate(document)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-import bad_cards
+import json
+import shutil
+from pathlib import Path
+from unittest import mock
 
-from rollout_cards.validate import validate
+import bad_cards
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from rollout_cards.validate import manifest as manifest_checks
+from rollout_cards.validate import render_json, validate
+from tests.conftest import FIXTURE_CARDS
+from tests.fuzzing import cases
+from tests.model.test_construct import mutated
 
 
 def _findings(report, code):
@@ -72,3 +83,31 @@ def test_malformed_inventory_entries_still_get_integrity_verdicts(minimal_copy):
     report = validate(minimal_copy)
     assert {"manifest-schema", "file-size-mismatch", "file-digest-mismatch", "parquet-unreadable"} <= report.codes()
     assert {f.location.file for f in _findings(report, "file-digest-mismatch")} == {"steps.parquet"}
+
+
+# -- the constructed manifest (model/_construct.py) against the validated one --------------------
+
+@pytest.fixture(scope="module")
+def card_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("construct")
+    for name in ("minimal", "synthetic"):
+        shutil.copytree(FIXTURE_CARDS / name, root / name)
+    return {name: root / name for name in ("minimal", "synthetic")}
+
+
+def _validated_way(cls, data):
+    return cls.model_validate(data)
+
+
+@settings(max_examples=cases(60), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(mutated())
+def test_the_constructed_manifest_gives_the_validated_manifest_s_report(card_dirs, doc):
+    """Byte-identical JSON reports with and without the construct path (the pydantic path is the
+    reference); card.json is outside the inventory, so a mutation reaches the manifest checks."""
+    card = card_dirs["synthetic" if "rules" in doc and doc.get("id") == "synthetic-airline" else "minimal"]
+    (card / "card.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    fast = render_json(validate(card, replay=False))
+    with mock.patch.object(manifest_checks, "construct", lambda cls, data: None), \
+            mock.patch.object(manifest_checks, "construct_or_validate", _validated_way):
+        slow = render_json(validate(card, replay=False))
+    assert fast == slow
