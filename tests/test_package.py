@@ -118,6 +118,28 @@ def test_models_compile_their_validators_on_first_use():
     assert "CardManifest" in after_problem
 
 
+def test_validating_the_minimal_card_compiles_no_pydantic_validator():
+    """`rcard validate fixtures/cards/minimal` builds its manifest and report models without
+    compiling a validator or serializer (model/_construct.py, validate/report.py), so pydantic's
+    plugin loader and importlib.metadata are never imported (issue 14: start-up within 2x)."""
+    code = ("import sys, inspect, pydantic, pydantic_core\n"
+            "from rollout_cards.cli import main\n"
+            "for fmt in ('json', 'text', 'github', 'markdown'):\n"
+            "    assert main(['validate', 'fixtures/cards/minimal', '--format', fmt]) == 0\n"
+            "from rollout_cards.model import card\n"
+            "from rollout_cards.validate import report\n"
+            "built = sorted(n for m in (card, report) for n, c in vars(m).items()\n"
+            "               if inspect.isclass(c) and issubclass(c, pydantic.BaseModel) and c.__module__ == m.__name__\n"
+            "               and (isinstance(c.__pydantic_validator__, pydantic_core.SchemaValidator)\n"
+            "                    or isinstance(c.__pydantic_serializer__, pydantic_core.SchemaSerializer)))\n"
+            "print('built', *built)\n"
+            "print('loaded', *sorted(m for m in ('importlib.metadata', 'pydantic.plugin._loader') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    built, loaded = (line.split()[1:] for line in out.stdout.splitlines()[-2:])
+    assert built == []
+    assert loaded == []
+
+
 def test_a_built_in_import_loads_no_pandas(tmp_path):
     pytest.importorskip("pandas", reason="needs pandas installed (the test extra has it)")
     source = ROOT / "fixtures" / "sources" / "tau-bench" / "orphan-result.json"

@@ -31,6 +31,7 @@ from .report import (
     Report,
     Severity,
     build_report,
+    check_run,
     render_json,
     render_text,
 )
@@ -67,7 +68,7 @@ def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> Chec
         # A check that found problems before it had to stop failed (or warned); only a
         # check that stopped with nothing found is "skipped". The note says what was not checked.
         status = findings.status()
-        return CheckRun(name=name, status="skipped" if status == "passed" else status, note=str(skip))
+        return check_run(name, "skipped" if status == "passed" else status, str(skip))
     except UnsafeArchiveError as exc:
         _archive_unsafe(findings, exc)
     except EngineError:
@@ -77,8 +78,8 @@ def _run(check: Check, ctx: CheckContext, findings: Findings, name: str) -> Chec
             raise
         findings.add("internal-error", f"check {name} failed: {type(exc).__name__}: {str(exc)[:160]} (a bug in "
                      "rollout-cards, not in the card; rerun with RCARD_DEBUG=1 and report it)")
-        return CheckRun(name=name, status="crashed", note=type(exc).__name__)
-    return CheckRun(name=name, status=findings.status())
+        return check_run(name, "crashed", type(exc).__name__)
+    return check_run(name, findings.status())
 
 
 def _source(card: str | os.PathLike[str] | CardSource) -> tuple[CardSource, bool]:
@@ -137,8 +138,8 @@ def validate(
         # Even a package that cannot be opened at all gets a report (JSON consumers rely on one).
         findings = Findings(max_findings)
         _archive_unsafe(findings, exc)
-        run = CheckRun(name="layout.members", status="failed", note="the package could not be opened")
-        skipped = [CheckRun(name=n, status="skipped", note="the package could not be opened")
+        run = check_run("layout.members", "failed", "the package could not be opened")
+        skipped = [check_run(n, "skipped", "the package could not be opened")
                    for n, _, _ in CHECKS[1:]]
         return build_report(str(card), findings, [run, *skipped], card_id=None, strict=strict,
                             max_findings=max_findings)

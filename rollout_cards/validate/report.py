@@ -7,7 +7,8 @@ taken from the package (cell values, names, paths) enters a message only through
 `excerpt` or `safe_text`, so CI logs never hold more than 40 characters of it,
 escaped, and never a control character.
 
-The JSON form is `Report.model_dump(mode="json")`; its schema is shipped as
+The JSON form is `Report.to_json_dict()` (what `model_dump(mode="json")` gives, written out
+without compiling the serializers); its schema is shipped as
 `schemas/report-0.2.schema.json` (registered below) and documented in
 docs/validation.md.
 """
@@ -37,6 +38,7 @@ __all__ = [
     "Location",
     "Report",
     "Severity",
+    "check_run",
     "excerpt",
     "render_json",
     "render_text",
@@ -249,11 +251,59 @@ class Report(BaseModel):
         return listed | {c for c in self.omitted if CODES[c].severity in wanted}
 
     def to_json_dict(self) -> dict:
-        """The report as plain JSON data."""
-        return self.model_dump(mode="json")
+        """The report as plain JSON data (what `model_dump(mode="json")` gives)."""
+        if type(self) is not Report:
+            return self.model_dump(mode="json")  # a subclass may add fields
+        # Written out by hand: model_dump compiles the four models' serializers, and pydantic's
+        # schema machinery with them (~30 ms of a small `rcard validate`; issue 14 start-up).
+        # tests/validate/test_report.py checks it against model_dump.
+        return {
+            "format": self.format,
+            "card": self.card,
+            "card_id": self.card_id,
+            "valid": self.valid,
+            "outcome": self.outcome,
+            "strict": self.strict,
+            "counts": {Severity(k).value: n for k, n in self.counts.items()},
+            "findings": [
+                {"code": f.code, "severity": Severity(f.severity).value, "message": f.message,
+                 "location": {"file": f.location.file, "pointer": f.location.pointer, "row": f.location.row,
+                              "column": f.location.column}}
+                for f in self.findings
+            ],
+            "omitted": dict(self.omitted),
+            "max_findings": self.max_findings,
+            "checks": [{"name": c.name, "status": c.status, "note": c.note} for c in self.checks],
+            "ignored": dict(self.ignored),
+        }
 
 
 register_document("report", lambda: Report)
+
+# The validator builds its report from values it made itself (catalogue codes and severities,
+# escaped text, check names): it constructs the models without compiling their pydantic
+# validators (~30 ms of a small `rcard validate`). A value of another type than the field's
+# (a caller's) goes through the validating constructor, as before.
+_STATUSES = frozenset(("passed", "warned", "failed", "skipped", "crashed"))
+
+
+def _optional(value: object, kind: type) -> bool:
+    return value is None or type(value) is kind
+
+
+def check_run(name: str, status: str, note: str | None = None) -> CheckRun:
+    """`CheckRun(name=..., status=..., note=...)`, constructed when the values are plainly valid."""
+    given = {"name": name, "status": status} if note is None else {"name": name, "status": status, "note": note}
+    if type(name) is str and status in _STATUSES and _optional(note, str):
+        return CheckRun.model_construct(**given)
+    return CheckRun(**given)
+
+
+def _location(file: str | None, pointer: str | None, row: int | None, column: str | None) -> Location:
+    if _optional(file, str) and _optional(pointer, str) and _optional(column, str) \
+            and (row is None or (type(row) is int and row >= 0)):
+        return Location.model_construct(file=file, pointer=pointer, row=row, column=column)
+    return Location(file=file, pointer=pointer, row=row, column=column)
 
 
 # -- safe text ---------------------------------------------------------------------------------
@@ -310,13 +360,15 @@ class Findings:
             self.omit(code, 1)
             return
         self.kept[code] = self.kept.get(code, 0) + 1
-        location = Location(
-            file=safe_text(file) if file is not None else None,
-            pointer=safe_text(pointer, 300) if pointer is not None else None,
-            row=row,
-            column=safe_text(column, 120) if column is not None else None,
+        location = _location(
+            safe_text(file) if file is not None else None,
+            safe_text(pointer, 300) if pointer is not None else None,
+            row,
+            safe_text(column, 120) if column is not None else None,
         )
-        self.items.append(Finding(code=code, severity=entry.severity, message=safe_text(message, 400), location=location))
+        # Catalogue codes match Finding's pattern (tests/validate/test_report.py): no validator needed.
+        self.items.append(Finding.model_construct(code=code, severity=entry.severity, message=safe_text(message, 400),
+                                                  location=location))
 
     def omit(self, code: str, n: int) -> None:
         """Count `n` findings of `code` that are not listed (a check found more than it lists)."""
@@ -365,18 +417,21 @@ def build_report(
     internal = findings.count("internal-error") > 0
     valid = counts[Severity.ERROR] == 0 and not (strict and counts[Severity.WARNING])
     outcome = "internal-error" if internal else ("valid" if valid else "invalid")
-    return Report(
-        card=safe_text(card, 300),
-        card_id=card_id,
-        valid=valid,
-        outcome=outcome,
-        strict=strict,
-        counts=counts,
-        findings=findings.items,
-        omitted=dict(sorted(findings.omitted.items())),
-        max_findings=max_findings,
-        checks=checks,
-    )
+    values = {
+        "card": safe_text(card, 300),
+        "card_id": card_id,
+        "valid": valid,
+        "outcome": outcome,
+        "strict": strict,
+        "counts": counts,
+        "findings": list(findings.items),
+        "omitted": dict(sorted(findings.omitted.items())),
+        "max_findings": max_findings,
+        "checks": list(checks),
+    }
+    plain = _optional(card_id, str) and type(strict) is bool and _optional(max_findings, int) \
+        and all(type(f) is Finding for f in findings.items) and all(type(c) is CheckRun for c in checks)
+    return Report.model_construct(**values) if plain else Report(**values)
 
 
 # -- rendering ---------------------------------------------------------------------------------

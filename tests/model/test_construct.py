@@ -45,23 +45,23 @@ def _rich() -> dict[str, Any]:
 VARIANTS = {**BASES, "rich": _rich()}
 
 
-def same(a: Any, b: Any, where: str = "") -> None:
-    """Identical trees: types, values, fields set, and datetimes down to their tzinfo class."""
+def same(a: Any, b: Any, where: str = "", *, fields_set: bool = True) -> None:
+    """Identical trees: types, values, fields set (unless told), datetimes down to their tzinfo class."""
     assert type(a) is type(b), f"{where}: {type(a)} != {type(b)}"
     if isinstance(a, BaseModel):
-        assert a.model_fields_set == b.model_fields_set, where
+        assert not fields_set or a.model_fields_set == b.model_fields_set, where
         assert a.__dict__.keys() == b.__dict__.keys(), where
         assert a.__pydantic_extra__ == b.__pydantic_extra__ and a.__pydantic_private__ == b.__pydantic_private__
         for k in a.__dict__:
-            same(a.__dict__[k], b.__dict__[k], f"{where}/{k}")
+            same(a.__dict__[k], b.__dict__[k], f"{where}/{k}", fields_set=fields_set)
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            same(x, y, f"{where}/{i}")
+            same(x, y, f"{where}/{i}", fields_set=fields_set)
     elif isinstance(a, dict):
         assert list(a) == list(b), where
         for k in a:
-            same(a[k], b[k], f"{where}/{k}")
+            same(a[k], b[k], f"{where}/{k}", fields_set=fields_set)
     elif isinstance(a, datetime):
         assert a == b and type(a.tzinfo) is type(b.tzinfo) and a.utcoffset() == b.utcoffset(), where
         assert (a.year, a.month, a.day, a.hour, a.minute, a.second, a.microsecond) == \
