@@ -172,3 +172,36 @@ def test_a_status_outside_the_enum_names_the_card_the_table_and_the_row(tmp_path
     assert message.startswith(f"{card}: episodes.status holds 'aaa\\n\\x1b[2J', which is not a terminal state")
     assert f"in 1 row(s) (first: the row of episode_id {episode!r})" in message
     assert "\n" not in message and "\x1b" not in message
+
+
+@pytest.mark.parametrize("values", [[1.0, 0.0, 1.0, 1.0, 0.0, -0.0], [1.0, 0.0, 0.5, 1.0, 0.0, 3.0]])
+def test_cell_sums_equal_plain_python_per_unit(tmp_path, values):
+    """Per (group, unit): count, sum, sum of squares and whether every value is 0 or 1, as a
+    plain loop over the rows computes them: with 0/1 values only (the squares' sums are then
+    the sums, skipped) and with other values in some cells."""
+    from rollout_cards.rules.loader import parse_rule
+    from tests.rules.conftest import episode
+
+    rows = [episode(i, agent=f"a{i % 2}", task_id=f"t{i % 3}", **{"score.x": values[i % len(values)]})
+            for i in range(36)]
+    card = build_card(tmp_path / "c", rows)
+    rule = parse_rule("rule: r\nscore: score.x\naggregate:\n  group_by: [agent]\n  unit: task_id\n")
+    part = run_partition(plan_rule(card, rule), card.episodes())
+    want: dict[tuple[str, str], list] = {}
+    for r in rows:
+        w = want.setdefault((r["agent"], r["task_id"]), [0, 0.0, 0.0, True])
+        v = r["score.x"]
+        w[0] += 1
+        w[1] += v
+        w[2] += v * v
+        w[3] = w[3] and v in (0.0, 1.0)
+    got = {}
+    for (g, _), (units, counts, sums, squares, binary) in part.cells.items():
+        for u, c, s, q in zip(units.tolist(), counts.tolist(), sums.tolist(), squares.tolist(), strict=True):
+            got[(part.groups[g][0], part.units[u][0])] = [c, s, q, binary]
+    binary_cells = {k: w[3] for k, w in want.items()}
+    for key, (c, s, q, _) in want.items():
+        assert got[key][:3] == [c, pytest.approx(s), pytest.approx(q)]
+    # the flag is per (group, stratum) cell: every unit of the group binary
+    for (agent, task), w in got.items():
+        assert w[3] == all(b for (a, _), b in binary_cells.items() if a == agent)
