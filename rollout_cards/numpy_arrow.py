@@ -18,12 +18,19 @@ import pyarrow as pa
 __all__ = ["bool_array", "check_batch", "dictionary_codes", "int64_array", "raw_codes", "validity"]
 
 
-def int64_array(values: np.ndarray | Sequence[int]) -> pa.Array:
-    """An int64 Arrow array (no nulls) holding `values`, sharing memory when it can."""
+def int64_array(values: np.ndarray | Sequence[int], valid: np.ndarray | None = None) -> pa.Array:
+    """An int64 Arrow array holding `values`, sharing memory when it can; null where `valid`
+    (a bool per value) is False, if given."""
     data = np.ascontiguousarray(values, dtype=np.int64)
     if data.ndim != 1:
         raise ValueError(f"expected a 1-D array of indices, got shape {data.shape}")
-    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+    if valid is None or valid.all():
+        return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+    if valid.shape != data.shape:
+        raise ValueError(f"expected one validity flag per value, got {valid.shape} for {data.shape}")
+    bits = np.packbits(np.asarray(valid, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.int64(), len(data), [pa.py_buffer(bits), pa.py_buffer(data)],
+                                 null_count=len(data) - int(np.count_nonzero(valid)))
 
 
 def bool_array(values: np.ndarray | Sequence[bool]) -> pa.Array:

@@ -37,6 +37,17 @@ def test_bool_array_equals_pyarrow_s_conversion(values, start):
     assert built.to_pylist() == values[start:]
 
 
+@given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.booleans()), max_size=300))
+def test_int64_array_with_validity_equals_pyarrow_s_masked_conversion(pairs):
+    values = np.array([v for v, _ in pairs], dtype=np.int64)
+    valid = np.array([ok for _, ok in pairs], dtype=bool)
+    built = int64_array(values, valid=valid)
+    built.validate(full=True)
+    assert built.null_count == int((~valid).sum())
+    assert built.to_pylist() == [v if ok else None for v, ok in pairs]
+    assert built.equals(pa.array(values, pa.int64(), mask=~valid))
+
+
 def test_python_sequences_and_the_array_s_lifetime():
     built = int64_array([3, 1, 2])
     assert pa.array(["a", "b", "c", "d"]).take(built).to_pylist() == ["d", "b", "c"]

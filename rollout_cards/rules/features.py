@@ -7,7 +7,8 @@ compares two strings per batch, not millions. One pass serves every feature. Ste
 stored grouped by episode, so within a batch the selected steps of an episode form a
 run: each batch is reduced per run with numpy `reduceat` over the run starts
 (`expr.segments`), without hashing. While the runs follow the episodes table's order (as a
-writer stores them), each is numbered with its episode's row (`Positions`). Partials
+writer stores them), each is numbered with its episode's row (`Positions`), and a count is
+then added up per episode row as the batches come. Partials
 merge associatively (count and sum add, min/max/any/all combine, first/last keep the
 smallest/largest `seq`): the runs of an episode split across batches by reductions
 again, then the values are placed in episode order by row number, or by one hash lookup
@@ -40,7 +41,7 @@ from ..errors import ExpressionError, RuleError
 from ..expr import Expression, parse_expression
 from ..expr import segments as seg
 from ..model.rule import Feature, FeatureAgg
-from ..numpy_arrow import validity
+from ..numpy_arrow import int64_array, validity
 from . import _encoded as enc
 from ._feature_merge import LISTS, MAX_LIST_ITEMS, ORDERED, compact, final_values, with_ids
 from ._feature_partials import Numbered, Positions, Selection, selected_partial
@@ -263,6 +264,15 @@ class FeatureStream:
         self.positions = Positions(episodes.column("episode_id")) if episodes is not None and numbered else None
         self.names = self.positions.ids if self.positions is not None else None
         self.episode_ids = episodes.column("episode_id") if episodes is not None else None
+        # While the batches are numbered, a count is added up per episode row as the partials
+        # come (a scatter of each batch's few thousand runs) instead of keeping them: the
+        # ~1M partials of 20M grouped steps were concatenated, merged across batches and
+        # aligned in the serial tail of a rule run (~45 ms). None: not (or no longer) so.
+        self.counts: list[np.ndarray | None] = [
+            np.zeros(len(self.episode_ids), dtype=np.int64)
+            if self.positions is not None and f.agg is FeatureAgg.COUNT else None
+            for f in self.features
+        ]
         # one evaluator per expression: each remembers the values it computed for the
         # dictionaries of recent batches
         self.wheres = {f.where: enc.PerValue(f.where) for f in self.features if f.where is not None}
@@ -281,6 +291,7 @@ class FeatureStream:
             numbered = self.positions.rows(batch)
             if numbered is None:  # not in the episodes' order: back to ids
                 self.positions = None
+                self._counted_as_parts()
                 self.parts = [[with_ids(part, self.names) for part in parts] for parts in self.parts]
             else:
                 source, starts, run_rows = numbered, numbered.starts, numbered.run_rows
@@ -316,6 +327,11 @@ class FeatureStream:
         for i, (feature, part) in enumerate(zip(self.features, partials, strict=True)):
             if part is None:
                 continue
+            counts = self.counts[i]
+            if counts is not None:  # (episode rows, each at most once per batch: add.at all the same)
+                np.add.at(counts, seg.as_array(part.column("episode_id")).to_numpy(),
+                          seg.as_array(part.column("n")).to_numpy())
+                continue
             self.parts[i].append(part)
             self.rows[i] += part.num_rows
             if self.rows[i] > self.limits[i] and feature.agg not in LISTS:
@@ -325,11 +341,25 @@ class FeatureStream:
                 # compact again only once that many more partials came.
                 self.limits[i] = max(_COMPACT_ROWS, 2 * self.rows[i])
 
+    def _counted_as_parts(self) -> None:
+        """The counts added up so far as one partial (episode rows, n) of each count feature."""
+        for i, counts in enumerate(self.counts):
+            if counts is not None:
+                rows = np.flatnonzero(counts)
+                if rows.size:
+                    self.parts[i].insert(0, pa.table({"episode_id": int64_array(rows), "n": int64_array(counts[rows])}))
+                self.counts[i] = None
+
     def result(self) -> dict[str, pa.Table]:
-        """Per feature, a table (episode_id, value) of episodes with a selected step."""
+        """Per feature, a table (episode_id, value) of episodes with a selected step (or, for
+        a count added up per episode row, one row per episode, null where none was selected)."""
         out: dict[str, pa.Table] = {}
-        for feature, feature_parts in zip(self.features, self.parts, strict=True):
-            if feature_parts:
+        for feature, feature_parts, counts in zip(self.features, self.parts, self.counts, strict=True):
+            if counts is not None:
+                # (a count partial is never 0: an episode without a selected step has none)
+                column = int64_array(counts, valid=counts > 0)
+                out[feature.name] = pa.table({"episode_id": self.episode_ids, feature.name: column.cast(feature.type)})
+            elif feature_parts:
                 out[feature.name] = final_values(feature, feature_parts, self.episode_ids)
             else:
                 out[feature.name] = pa.table(

@@ -342,3 +342,23 @@ def test_a_count_alone_never_builds_the_numbered_batch(synthetic, reference, nam
         for name in names:
             assert row[name] == reference[row["episode_id"]][name]
     assert numbered and bool(built) == (len(names) > 1)  # the batches were numbered
+
+
+def test_a_count_over_numbered_batches_is_added_up_per_episode_row(synthetic, reference):
+    # While Positions numbers the batches, a count keeps no partials (they were ~1M rows to
+    # concatenate, merge and align at the end of a 20M-step scan): it is added up per episode
+    # row, null where no step was selected, and equals the plain Python count.
+    from rollout_cards.rules.features import FeatureStream
+
+    compiled = compile_features({"n_search": Feature.model_validate(SPECS["n_search"])}, synthetic.schema("steps"))
+    steps = synthetic.steps(columns=["episode_id", "seq", "kind", "name"])
+    episodes = synthetic.episodes(columns=["episode_id"])
+    rng = np.random.default_rng(1)
+    stream = FeatureStream(compiled, episodes)
+    for batch in steps.to_batches(max_chunksize=50):
+        stream.add(stream.partials(_encoded(batch, rng, repeat=False)))
+    assert stream.positions is not None and stream.parts == [[]]
+    (result,) = stream.result().values()
+    assert result.column("episode_id").equals(episodes.column("episode_id"))
+    want = [reference[e]["n_search"] or None for e in episodes.column("episode_id").to_pylist()]
+    assert result.column("n_search").to_pylist() == want
