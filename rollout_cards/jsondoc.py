@@ -235,16 +235,27 @@ _TRAILING = re.compile(r"JSON is malformed: trailing characters \(byte ([0-9]{1,
 def _long_integer(data: bytes | memoryview) -> bool:
     """Whether UTF-8 `data` has a run of >= 19 digits not after a '.': maybe an integer the
     strict decoder refuses (beyond int64) and msgspec would accept. A run in a string is a
-    false alarm (that text is decoded strictly, no harm); a fraction's digits parse alike."""
-    runs = bytes(data).translate(_DIGIT_RUNS) if isinstance(data, memoryview) else data.translate(_DIGIT_RUNS)
-    at = runs.find(_RUN)
-    while at >= 0:
-        if at == 0 or data[at - 1] != 0x2E:  # "."
+    false alarm (that text is decoded strictly, no harm); a fraction's digits parse alike.
+
+    Every 6th byte is looked at first (a strided copy and its digit map cost ~1/3 of mapping
+    every byte, which was ~0.8x msgspec's whole decode): a run of >= 19 digits holds three
+    consecutive multiples of 6, so it shows as "000" in the sampled map. Only around such a
+    place m are the bytes looked at: the first multiple of 6 in a run is at most 5 bytes after
+    its start, so every run is judged at its first sampled place, with the byte before it and
+    19 of its digits in the window data[m - 6 : m + 19]. A run cut by the window's start is
+    not judged there: it started earlier, and was (or will be) judged at its own first sampled
+    place. Most texts have a few such places (timestamps, ids)."""
+    sampled = bytes(data[::6]).translate(_DIGIT_RUNS)
+    j = sampled.find(b"000")
+    while j >= 0:
+        m = 6 * j
+        lo = m - 6 if m > 6 else 0
+        window = bytes(data[lo : m + 19])
+        at = window.translate(_DIGIT_RUNS).find(_RUN)
+        # at 0: the text's first byte, or a run cut by the window (25 bytes hold one run of 19 at most)
+        if at > 0 and window[at - 1] != 0x2E or at == 0 and lo == 0:  # 0x2E: "."
             return True
-        end = runs.find(b" ", at)
-        if end < 0:
-            return False
-        at = runs.find(_RUN, end)
+        j = sampled.find(b"000", j + 1)
     return False
 
 

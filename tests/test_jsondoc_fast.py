@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import io
 import math
+import random
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +21,14 @@ from hypothesis import strategies as st
 from rollout_cards.errors import SourceFormatError
 from rollout_cards.importers import json_stream
 from rollout_cards.importers.json_stream import JsonStream, parse_json, parse_json_items
-from rollout_cards.jsondoc import MISS, TRUNCATED, fast_container, fast_decode, fast_items
+from rollout_cards.jsondoc import (
+    MISS,
+    TRUNCATED,
+    _long_integer,
+    fast_container,
+    fast_decode,
+    fast_items,
+)
 from tests.fuzzing import cases, seed
 
 NUMBERS = ["0", "-0", "1", "-1", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
@@ -195,6 +204,33 @@ def test_a_fraction_of_many_digits_takes_the_fast_path_and_a_19_digit_integer_th
     assert end == len(text.encode()) and value[3] == "a😀"  # the end in bytes
     assert fast_decode("[9223372036854775807]") is MISS  # 19 digits: maybe beyond int64, left to the strict one
     assert parse_json("[9223372036854775807]", "f") == [2**63 - 1]
+
+
+def _long_run_reference(data: bytes) -> bool:
+    """Plain regex over the text: a maximal run of >= 19 digits whose byte before is not '.'."""
+    return any(m.end() - m.start() >= 19 and (m.start() == 0 or data[m.start() - 1] != ord("."))
+               for m in re.finditer(rb"[0-9]+", data))
+
+
+@pytest.mark.parametrize("run", [18, 19, 20, 25, 37, 64])
+def test_a_long_digit_run_is_found_at_every_alignment_of_the_sampled_search(run):
+    # _long_integer looks at every 6th byte first: every offset of the run (and of what is around
+    # it: a '.', a fraction, a second run, a short run just before) must be judged as a plain scan
+    # over every byte judges it.
+    for lead in range(14):
+        for before in (b"", b".", b"1.", b"12345.", b"0.5,", b"123,", b'"a":'):
+            for after in (b"", b",", b".5", b"e5", b"," + b"7" * 19):
+                data = b" " * lead + before + b"9" * run + after
+                expected = _long_run_reference(data)
+                assert _long_integer(data) is expected, data
+                assert _long_integer(memoryview(b"[" + data)[1:]) is expected, data
+
+
+def test_the_sampled_search_agrees_with_a_plain_scan_on_random_digit_texts():
+    rng = random.Random(12)
+    for _ in range(4000):
+        data = bytes(rng.choice(b"0123456789" * 4 + b".,e -") for _ in range(rng.randint(0, 90)))
+        assert _long_integer(data) is _long_run_reference(data), data
 
 
 def test_an_inspect_like_sample_takes_the_fast_path_with_its_event_texts():
