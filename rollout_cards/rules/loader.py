@@ -24,7 +24,7 @@ from ..regular_files import NotRegularFileError, open_regular
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from ..yamldoc import dotted as _dotted
 
-__all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "load_rule", "parse_rule"]
+__all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "line_of_key", "load_rule", "parse_rule"]
 
 _Path = YamlPath
 
@@ -140,6 +140,12 @@ def _validation_error(exc: ValidationError, lines: dict[_Path, int], file: str |
         )
         text += f" [and {len(problems) - 1} more: {rest}]"
     return RuleError(text, file=file, key=_dotted(path) or None, line=line)
+
+
+def line_of_key(key: str, lines: dict[_Path, int]) -> int | None:
+    """The YAML line of a rule's dotted `key` (e.g. "features.n.where"), or of its nearest
+    parent that has one; `lines` is the strict loader's map of the rule file."""
+    return _line_of(tuple(key.split(".")), lines)
 
 
 def _line_of(path: _Path, lines: dict[_Path, int]) -> int | None:

@@ -102,19 +102,26 @@ def check_rule_files(ctx: CheckContext) -> None:
         try:
             from ..rules.loader import parse_rule  # the engine loads only for a card with rules
 
-            compiled[ref.id] = (parse_rule(text, file=ref.path, parsed=(doc, lines)), ref.path)
+            compiled[ref.id] = (parse_rule(text, file=ref.path, parsed=(doc, lines)), ref.path, lines)
         except RuleError as exc:
-            f.add("rule-invalid", _rule_problem(exc), file=ref.path)
+            f.add("rule-invalid", _rule_problem(exc, lines), file=ref.path)
     ctx.facts["rules"] = parsed
     ctx.facts["compiled_rules"] = compiled
 
 
-def _rule_problem(exc: RuleError) -> str:
-    """Key, line and reason of a rule error, without echoing the package's text at length."""
+def _rule_problem(exc: RuleError, lines: dict) -> str:
+    """Key, line and reason of a rule error, without echoing the package's text at length.
+
+    The line is the YAML line of the key (`lines`, from the strict loader): an expression error
+    knows only its column, and an error raised where the rule meets the card's columns (replay)
+    knows only its key, yet the finding should say where in the file to look, as rescore does."""
+    from ..rules.loader import line_of_key
+
     reason = exc.reason if isinstance(exc, ExpressionError) else str(exc).rsplit(f"{exc.key}: ", 1)[-1]
     if isinstance(exc, ExpressionError) and exc.column is not None:
         reason += f" (column {exc.column} of the expression)"
-    where = ", ".join(x for x in (exc.key, f"line {exc.line}" if exc.line else None) if x)
+    line = exc.line or (line_of_key(exc.key, lines) if exc.key else None)
+    where = ", ".join(x for x in (exc.key, f"line {line}" if line else None) if x)
     return f"{where}: {reason}" if where else reason
 
 
@@ -136,14 +143,14 @@ def check_replay(ctx: CheckContext) -> None:
     card = Card(ctx.source, ctx.manifest, verify=False)
     index = {ref.id: k for k, ref in enumerate(ctx.manifest.rules)}
     f = ctx.findings
-    for rule_id, (rule, path) in pending.items():
+    for rule_id, (rule, path, lines) in pending.items():
         try:
             from ..rules.replay import replay_rule
 
             checks = replay_rule(card, rule, file=path,
                                  step_features=ctx.engine.step_features(card) if ctx.engine else None)
         except RuleError as exc:
-            f.add("rule-invalid", _rule_problem(exc), file=path)
+            f.add("rule-invalid", _rule_problem(exc, lines), file=path)
             continue
         except StatisticsError as exc:  # the card's values give the rule no statistic (e.g. squares overflow)
             f.add("rule-invalid", f"replaying rule {excerpt(rule_id)} on this card's values: {str(exc)[:200]}",

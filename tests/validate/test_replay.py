@@ -34,7 +34,34 @@ def test_a_rule_that_does_not_compile_or_fit_the_card_is_rule_invalid(synthetic_
     refresh_manifest(synthetic_copy)
     (finding,) = [f for f in validate(synthetic_copy).findings if f.code == "rule-invalid"]
     assert finding.location.file == RULE
-    assert finding.message.startswith("score: unknown column 'score.sucess'")
+    line = _line_of(path, "score:")
+    assert finding.message.startswith(f"score, line {line}: unknown column 'score.sucess'"), finding.message
+
+
+def _line_of(path, start: str) -> int:
+    """The 1-based line of the file that starts with `start` (plain text, not the YAML loader)."""
+    return next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text.startswith(start))
+
+
+def test_a_rule_invalid_finding_names_the_yaml_line_of_the_key(synthetic_copy):
+    """The finding said "score: ... (column 4 of the expression)" or "features.n.value: unknown
+    column ..." without the line of the rule file (rescore said file:line); it now gives the
+    line the strict loader recorded for the key, checked here against the file's text."""
+    path = synthetic_copy / RULE
+    text = path.read_text()
+    cases = {  # how the rule is broken -> the key the finding names, and the line it starts with
+        "parse": (text.replace('score: "score.success"', 'score: "score.success +"'), "score", "score:"),
+        "feature": (text.replace('score: "score.success"', 'features:\n  n:\n    from: steps\n'
+                                 '    agg: count\n    where: "kind == 1 and nosuch.col"\nscore: "score.success"'),
+                    "features.n.where", "    where:"),
+    }
+    for name, (rule, key, start) in cases.items():
+        path.write_text(rule)
+        refresh_manifest(synthetic_copy)
+        found = [f for f in validate(synthetic_copy).findings if f.code == "rule-invalid"]
+        assert len(found) == 1, (name, [f.message for f in found])
+        line = _line_of(path, start)
+        assert found[0].message.startswith(f"{key}, line {line}: "), (name, found[0].message)
 
 
 def test_scores_whose_squares_overflow_make_the_rule_invalid_not_the_validator_crash(synthetic_copy):
