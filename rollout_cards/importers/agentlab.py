@@ -120,15 +120,19 @@ class AgentLabImporter:
                              count=len(unfinished))
         rewards: dict[str, list[float]] = {}
         unread: dict[str, int] = {}
+        non_finite: dict[tuple[str, str], int] = {}  # (source key, column) -> experiments where it is NaN / Inf
         for exp in experiments.values():
             for kind, n in exp.files.items():
                 unread[kind] = unread.get(kind, 0) + n
             with session.record():
-                row, steps = _episode(exp, request.agent)
+                row, steps, odd = _episode(exp, request.agent)
                 session.add_episode(row, steps)
                 if row.get("score.cum_reward") is not None:
                     rewards.setdefault(row["agent"], []).append(row["score.cum_reward"])
+                for key, column in odd.items():
+                    non_finite[key, column] = non_finite.get((key, column), 0) + 1
         _declare(session, rewards, unread)
+        _declare_non_finite(session, non_finite, "agentlab.avg_reward" if rewards else None)
 
     # -- gathering -----------------------------------------------------------------------
     def _directory(self, root: Path, session: ImportSession, experiments: dict[str, _Experiment],
@@ -269,7 +273,13 @@ def _cell(text: str) -> Any:
     return text
 
 
-def _number(steps: StepBuffer, value: Any, name: str, *, integer: bool = False) -> float | int | None:
+_SCORES = ("cum_reward", "cum_raw_reward")
+
+
+def _number(steps: StepBuffer, value: Any, name: str, *, integer: bool = False,
+            non_finite: dict[str, str] | None = None, source: str | None = None) -> float | int | None:
+    """A summary / CSV number; NaN and ±Infinity are None, noted in `non_finite` (the source's key,
+    `source` or `name`, -> its literal) except a NaN stat: AgentLab's "no value" (np.nanmax of Nones)."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
@@ -279,10 +289,15 @@ def _number(steps: StepBuffer, value: Any, name: str, *, integer: bool = False) 
             raise steps.error(f"{name} is {value[:40]!r}, not a number") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise steps.error(f"{name} is {type(value).__name__}, not a number")
-    if math.isnan(value):
-        return None  # pandas writes a missing value as NaN
     if not math.isfinite(value):
-        raise steps.error(f"{name} is {value}, not a finite number")
+        # AgentLab's json.dump writes numpy's inf / nan as Infinity / NaN (np.nanmax over an
+        # infinite stat, a reward function's nan): a real file, so the value is null in the card
+        # (a card holds finite numbers), the literal kept in meta.non_finite and the count declared
+        if non_finite is not None and (not math.isnan(value) or name in _SCORES):
+            non_finite[source or name] = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        elif non_finite is None and not math.isnan(value):
+            raise steps.error(f"{name} is {value}, not a finite number")
+        return None  # pandas writes a missing value as NaN
     if integer:
         if value != int(value) or not -(1 << 63) <= value < (1 << 63):
             raise steps.error(f"{name} is {value!r}, not a 64-bit integer")
@@ -296,7 +311,8 @@ def _flag(steps: StepBuffer, value: Any, name: str) -> bool | None:
     raise steps.error(f"{name} is {value!r}, not true or false")
 
 
-def _episode(exp: _Experiment, agent_override: str | None) -> tuple[dict[str, Any], StepBuffer]:
+def _episode(exp: _Experiment, agent_override: str | None) -> tuple[dict[str, Any], StepBuffer, dict[str, str]]:
+    """The episode row and steps of one experiment, and the column of each source key that held NaN / Infinity."""
     where = exp.summary_file or exp.row_file or exp.name
     file, _, rec = where.partition(", ")
     steps = StepBuffer(exp.name, file=file, record=rec or f"experiment {exp.name}")
@@ -330,30 +346,92 @@ def _episode(exp: _Experiment, agent_override: str | None) -> tuple[dict[str, An
         last = summary["stack_trace"].strip().splitlines()[-1] if summary["stack_trace"].strip() else ""
         if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", last):
             row["error_type"] = last.split(":", 1)[0]
-    row["score.cum_reward"] = _number(steps, summary.get("cum_reward"), "cum_reward")
-    row["score.cum_raw_reward"] = _number(steps, summary.get("cum_raw_reward"), "cum_raw_reward")
+    odd: dict[str, str] = {}  # source name -> its non-finite literal
+    row["score.cum_reward"] = _number(steps, summary.get("cum_reward"), "cum_reward", non_finite=odd)
+    row["score.cum_raw_reward"] = _number(steps, summary.get("cum_raw_reward"), "cum_raw_reward", non_finite=odd)
     row["meta.n_steps"] = _number(steps, summary.get("n_steps"), "n_steps", integer=True)
     row["meta.terminated"], row["meta.truncated"] = summary.get("terminated"), summary.get("truncated")
     for column, names in zip(("input_tokens", "output_tokens"), _TOKENS, strict=True):
-        value = next((summary[n] for n in names if summary.get(n) is not None), None)
-        row[column] = _number(steps, value, column, integer=True)
+        name = next((n for n in names if summary.get(n) is not None), None)
+        row[column] = _number(steps, summary.get(name) if name else None, column, integer=True,
+                              non_finite=odd, source=name)
     if row["input_tokens"] is not None and row["output_tokens"] is not None:
         row["total_tokens"] = row["input_tokens"] + row["output_tokens"]
-    cost = next((summary[n] for n in _COST if summary.get(n) is not None), None)
-    row["cost_usd"] = _number(steps, cost, "cost")
+    name = next((n for n in _COST if summary.get(n) is not None), None)
+    row["cost_usd"] = _number(steps, summary.get(name) if name else None, "cost", non_finite=odd, source=name)
     rest: dict[str, Any] = {}
     for key, value in summary.items():
         if key in _OUTCOME or value is None:
             continue
         if key.startswith("stats."):
-            row[f"meta.{key}"] = _number(steps, value, key)
+            row[f"meta.{key}"] = _number(steps, value, key, non_finite=odd)
         elif key.startswith(("agent.", "env.")) and exp.row is not None and key in exp.row:
-            row[f"cond.{key}"] = value if isinstance(value, (str, bool)) else json_text(value)
+            row[f"cond.{key}"] = value if isinstance(value, (str, bool)) else _finite_text(value, key, odd)
         else:
             rest[key] = value
     if rest:
-        row["meta.record"] = json_text(rest)
-    return row, steps
+        row["meta.record"] = _finite_text(rest, "", odd)
+    if odd:
+        row["meta.non_finite"] = json_text(odd)
+    return row, steps, {key: _column_of(key, summary, exp.row) for key in odd}
+
+
+def _column_of(key: str, summary: dict[str, Any], csv_row: dict[str, Any] | None) -> str:
+    """The card column a source key that held NaN / Infinity went to (a path inside an object: its JSON text)."""
+    if key in _SCORES:
+        return f"score.{key}"
+    if key.startswith("stats.") and key in summary:
+        return f"meta.{key}"
+    top = next((k for k in summary if key == k or key.startswith((f"{k}.", f"{k}["))), "")
+    if top.startswith(("agent.", "env.")) and csv_row is not None and top in csv_row:
+        return f"cond.{top}"
+    return "meta.record"
+
+
+def _finite_text(value: Any, where: str, odd: dict[str, str]) -> str:
+    """JSON text of a source value with each NaN / Infinity inside null and noted in `odd` under
+    its dotted path (JSON has no such literal)."""
+    def walk(v: Any, path: str) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            odd[path] = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+            return None
+        if isinstance(v, list):
+            return [walk(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        if isinstance(v, dict):
+            return {k: walk(x, f"{path}.{k}" if path else str(k)) for k, x in v.items()}
+        return v
+
+    return json_text(walk(value, where))
+
+
+_MAX_NON_FINITE_DROPS = 20  # one drop per source key up to this many, then one for the rest
+
+
+def _declare_non_finite(session: ImportSession, counts: dict[tuple[str, str], int], rule: str | None) -> None:
+    """A drop per source key that held NaN / Infinity: its column is null there (unscored, for a reward)."""
+    keys = sorted(counts, key=lambda kc: (kc[0] not in _SCORES, kc))
+    for key, column in keys[:_MAX_NON_FINITE_DROPS]:
+        n = counts[key, column]
+        if key == "cum_reward":
+            effect = ("the score is null: those experiments are unscored (agentlab.avg_reward leaves them out; "
+                      "AgentLab's pandas mean skips a NaN too, but an infinite reward makes its mean infinite)")
+        elif column == "meta.record" or column.startswith("cond."):
+            effect = f"the value is null in {column}'s JSON text"
+        else:
+            effect = f"{column} is null" + (" (and cost_usd / input_tokens / output_tokens where they read it)"
+                                            if key in (*_COST, *(k for pair in _TOKENS for k in pair)) else "")
+        session.add_drop(target=f"episodes.{column}", action="unobserved", declaration="source_malformed",
+                         loss_class="non_finite_value", count=n,
+                         affects=[rule] if rule and key == "cum_reward" else [],
+                         reason=f"{n} experiment(s) hold {key[:120]} = NaN or ±Infinity (AgentLab's json.dump writes "
+                         f"numpy's nan / inf so); {effect}: a card holds finite numbers only. The source's literal "
+                         "is kept in meta.non_finite")
+    rest = keys[_MAX_NON_FINITE_DROPS:]
+    if rest:
+        session.add_drop(target="episodes.meta.non_finite", action="unobserved", declaration="source_malformed",
+                         loss_class="non_finite_value", count=sum(counts[k] for k in rest),
+                         reason=f"{len(rest)} more source key(s) held NaN / Infinity (e.g. {rest[0][0][:80]}); their "
+                         "values are null, the literals kept in meta.non_finite")
 
 
 def _declare(session: ImportSession, rewards: dict[str, list[float]], unread: dict[str, int]) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import pickle
 
@@ -219,3 +220,42 @@ def test_a_seed_in_the_name_beyond_64_bits_is_located(tmp_path):
         run_import("agentlab", [d], tmp_path / "c")
     assert "does not fit in 64 bits" in str(info.value) and d.name[:40] in str(info.value)
     assert not (tmp_path / "c").exists()
+
+
+def test_infinite_rewards_and_stats_import_null_counted_and_kept(tmp_path):
+    """AgentLab's json.dump writes numpy's inf / nan as Infinity / NaN (np.nanmax over an infinite
+    stat; a reward function's nan), and pandas' to_csv writes inf as 'inf': the import was refused
+    (exit 1, "cum_reward is inf, not a finite number"). Now each is null in its column, the
+    source's literal in meta.non_finite, and a drop per key counts it; an infinite reward is unscored."""
+    study = tmp_path / "study"
+    odd = "2025-01-22_11-00-01_GenericAgent_on_miniwob.y_2"
+    d = _experiment(study, odd, {})
+    text = json.dumps(_summary(**{"cum_reward": "INF", "stats.cum_cost": "-INF", "stats.max_step_elapsed": "INF",
+                                  "stats.max_cost": "NAN", "extra": {"a": ["INF"]}}))
+    (d / "summary_info.json").write_text(text.replace('"INF"', "Infinity").replace('"-INF"', "-Infinity")
+                                         .replace('"NAN"', "NaN"))
+    _experiment(study, "2025-01-22_11-00-00_GenericAgent_on_miniwob.x_1", _summary(cum_reward=0.5))
+    table = tmp_path / "result_df.csv"
+    table.write_text("exp_dir,agent.agent_name,env.task_name,env.task_seed,cum_reward,terminated,truncated\n"
+                     "/s/2025-01-22_11-00-02_B_on_t_3,B,t,3,inf,True,False\n"
+                     "/s/2025-01-22_11-00-03_B_on_t_4,B,t,4,0.25,True,False\n")
+    result, card = run_import("agentlab", [study, table], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    source = json.loads((d / "summary_info.json").read_text())  # Python's json reads the literals
+    assert source["cum_reward"] == math.inf and source["stats.cum_cost"] == -math.inf
+    rows = {r["episode_id"]: r for r in card.episodes().to_pylist()}
+    e = rows[odd]
+    assert e["score.cum_reward"] is None and e["cost_usd"] is None and e["meta.stats.cum_cost"] is None
+    assert e["meta.stats.max_step_elapsed"] is None and e["meta.stats.max_cost"] is None
+    assert json.loads(e["meta.non_finite"]) == {"cum_reward": "Infinity", "stats.cum_cost": "-Infinity",
+                                                "stats.max_step_elapsed": "Infinity", "extra.a[0]": "Infinity"}
+    assert json.loads(e["meta.record"]) == {"extra": {"a": [None]}}
+    assert rows["2025-01-22_11-00-02_B_on_t_3"]["score.cum_reward"] is None
+    assert json.loads(rows["2025-01-22_11-00-02_B_on_t_3"]["meta.non_finite"]) == {"cum_reward": "Infinity"}
+    drops = {d.target: d for d in card.manifest.drops if d.loss_class == "non_finite_value"}
+    assert set(drops) == {"episodes.score.cum_reward", "episodes.meta.stats.cum_cost",
+                          "episodes.meta.stats.max_step_elapsed", "episodes.meta.record"}
+    assert drops["episodes.score.cum_reward"].count == 2 and "unscored" in drops["episodes.score.cum_reward"].reason
+    assert drops["episodes.score.cum_reward"].affects == ["agentlab.avg_reward"]
+    (rule,) = result.rules  # the finite rewards only, per agent (plain Python over the sources)
+    assert {x["group"]["agent"]: x["value"] for x in rule["reported"]} == {"GenericAgent": 0.5, "B": 0.25}
