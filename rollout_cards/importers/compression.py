@@ -11,7 +11,10 @@ uncompressed source costs nothing more.
 A Git LFS pointer is recognised the same way: a repository checked out without `git lfs`
 holds, under the data file's name, a three-line text that stands for it (its `size` and
 `oid`), and every format failed on it as "not valid JSON at character 0" — an outside
-user could not tell a pointer from a corrupt file.
+user could not tell a pointer from a corrupt file. A member of an archive (a .eval zip, an
+OpenHands conversations .tar.gz) that is a pointer is named by the archive readers as it is
+read (`member_pointer_error`): the archive was made from such a checkout, and the fix is in
+that repository, not a `git lfs pull` of the archive.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import shlex
 
 from ..errors import SourceFormatError
 
-__all__ = ["HEAD_BYTES", "compressed_error", "compression_of", "lfs_pointer_error"]
+__all__ = ["HEAD_BYTES", "compressed_error", "compression_of", "lfs_pointer_error", "member_pointer_error"]
 
 #: Bytes of a file's start that `compressed_error` looks at: a magic number needs 6, a Git
 #: LFS pointer's version line, oid line and size line fit in 160.
@@ -64,15 +67,33 @@ def _lfs_pointer_size(head: bytes) -> str | None:
 def lfs_pointer_error(name: str, head: bytes, record: str | None = None) -> SourceFormatError | None:
     """The error for a source `name` whose first bytes `head` are a Git LFS pointer, else None.
     A reader whose format a pointer happens to satisfy (YAML, CSV) asks this before its own checks."""
+    return _pointer_error(head, name, name, record, "the repository was checked out without its LFS content; fetch "
+                          "it (`git lfs pull --include {base}` in that repository) and import the file again")
+
+
+#: git-lfs writes pointers under 1024 bytes (its spec); a larger member is data whatever its first line
+_MAX_POINTER = 1024
+
+
+def member_pointer_error(archive: str, member: str, data: bytes, record: str | None = None) -> SourceFormatError | None:
+    """The error for a `member` of `archive` whose bytes `data` are a Git LFS pointer, else None:
+    the archive was made from a checkout without the LFS content, so its member stands for a file it
+    does not hold (every format failed on it as a broken member, or the fix named the archive)."""
+    if len(data) > _MAX_POINTER:
+        return None
+    return _pointer_error(data, member, archive, record or member,
+                          "the archive was made from a checkout without its LFS content; fetch the member in that "
+                          "repository (`git lfs pull --include {base}`), make the archive again and import that")
+
+
+def _pointer_error(head: bytes, name: str, file: str, record: str | None, fix: str) -> SourceFormatError | None:
     size = _lfs_pointer_size(head)
     if size is None:
         return None
-    base = name.rsplit("/", 1)[-1]
     what = f" of {int(size):,} bytes" if size else ""
     return SourceFormatError(
         f"is a Git LFS pointer (it starts 'version https://git-lfs.github.com/spec/...'), not the file{what} it "
-        f"stands for: the repository was checked out without its LFS content; fetch it (`git lfs pull --include "
-        f"{shlex.quote(base)}` in that repository) and import the file again", file=name, record=record)
+        f"stands for: " + fix.format(base=shlex.quote(name.rsplit("/", 1)[-1])), file=file, record=record)
 
 
 def compressed_error(name: str, head: bytes, record: str | None = None) -> SourceFormatError | None:

@@ -43,7 +43,7 @@ from ..io.ustar import (
     pax_records,
 )
 from ..numbers import parse_decimal
-from .compression import HEAD_BYTES, lfs_pointer_error
+from .compression import HEAD_BYTES, lfs_pointer_error, member_pointer_error
 from .source_dir import regular_file
 
 __all__ = ["TarContents", "TarLimits", "read_tar_gz"]
@@ -265,6 +265,8 @@ def _walk(stream: _Gunzip, name: str, want: Callable[[str], bool], limits: TarLi
             data = stream.read(size)
             if len(data) < size:
                 raise fail(f"declares {size:,} bytes but the archive ends after {len(data):,} (truncated?)", member)
+            if (pointer := member_pointer_error(name, key, data, f"member {member!r}")) is not None:
+                raise pointer  # named before any format reads it as a broken document
             kept += size
             out.members[key] = data
             stream.skip(padding(size))

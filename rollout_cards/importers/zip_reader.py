@@ -31,6 +31,7 @@ import zstandard
 
 from ..errors import CardFormatError, SourceFormatError
 from ..io.reader import safe_relative
+from .compression import member_pointer_error
 
 __all__ = ["METHODS", "SafeZip", "ZipLimits"]
 
@@ -178,9 +179,12 @@ class SafeZip:
         return MemberStream(self, info, start, budget, what)
 
     def read(self, name: str, *, budget: int | None = None, what: str = "member") -> bytes:
-        """The bytes of member `name` (see `open`)."""
+        """The bytes of member `name` (see `open`); a member that is a Git LFS pointer is refused."""
         with self.open(name, budget=budget, what=what) as stream:
-            return stream.read()
+            data = stream.read()
+        if (pointer := member_pointer_error(self.name, name, data)) is not None:
+            raise pointer  # named before any format reads it as a broken document
+        return data
 
     def close(self) -> None:
         """Close the archive."""

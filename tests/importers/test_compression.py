@@ -16,7 +16,7 @@ import zstandard
 from rollout_cards.errors import SourceFormatError
 from rollout_cards.importers.compression import compressed_error, compression_of
 from rollout_cards.importers.run import import_source
-from tests.conftest import external
+from tests.conftest import REPO, external
 
 
 def _zip(data: bytes) -> bytes:
@@ -167,3 +167,60 @@ def test_the_lfs_message_gives_the_size_when_the_head_holds_it():
     assert compressed_error("a/b.json", b'{"version https://git-lfs.github.com/spec/v1": 1}') is None
     # the pre-1.0 name of the spec ("hawser") is a pointer too
     assert "is a Git LFS pointer" in str(compressed_error("b.json", b"version https://hawser.github.com/spec/v1\n"))
+
+
+def _openhands_archive_with_pointer(tmp_path: Path) -> tuple[Path, Path, str, bytes]:
+    """The OpenHands conversations fixture with one sub-agent event file of nest-1.tar.gz a pointer."""
+    import gzip
+    import importlib.util
+    import tarfile
+
+    spec = importlib.util.spec_from_file_location("openhands_conversations", REPO / "fixtures" / "openhands_conversations.py")
+    oh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oh)
+    src = oh.write(tmp_path / "run")
+    archive = src.parent / "conversations" / "nest-1.tar.gz"
+    with tarfile.open(archive, "r:gz") as tar:
+        entries = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]
+    member, original = next((m.name, d) for m, d in entries if d is not None and "/subagents/" in m.name
+                            and "/events/event-" in m.name)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for info, data in entries:
+            if info.name == member:
+                data = _lfs_pointer(data)
+                info.size = len(data)
+            tar.addfile(info, None if data is None else io.BytesIO(data))
+    archive.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
+    return src, archive, member, original
+
+
+def test_a_git_lfs_pointer_inside_an_archive_is_named_as_a_member(tmp_path):
+    """A .eval zip or an OpenHands conversations .tar.gz made from a checkout without `git lfs`
+    holds pointers as members: the message named the archive as the pointer and said to
+    `git lfs pull --include <the archive>`, which is no pointer; now it names the member, its
+    size from the pointer, and that the archive must be made again from a fetched checkout."""
+    real = external("inspect/log_formats.eval")
+    with zipfile.ZipFile(real) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    sample = next(n for n in members if n.startswith("samples/"))
+    cases = []
+    for member in ("header.json", sample):
+        eval_log = tmp_path / member.replace("/", "_") / real.name
+        eval_log.parent.mkdir()
+        with zipfile.ZipFile(eval_log, "w") as z:
+            for n, data in members.items():
+                z.writestr(n, _lfs_pointer(data) if n == member else data)
+        cases.append(("inspect", eval_log, eval_log, member, len(members[member])))
+    src, archive, member, original = _openhands_archive_with_pointer(tmp_path / "oh")
+    cases.append(("openhands", src, archive, member, len(original)))
+    for fmt, source, file, member, size in cases:
+        with pytest.raises(SourceFormatError) as info:
+            import_source(fmt, [source], tmp_path / "card")
+        message = str(info.value)
+        assert info.value.file == str(file) and member in info.value.record, (fmt, message)
+        assert f"is a Git LFS pointer (it starts 'version https://git-lfs.github.com/spec/...'), not the file of " \
+               f"{size:,} bytes" in message, message
+        assert "the archive was made from a checkout without its LFS content" in message, message
+        assert f"git lfs pull --include {member.rsplit('/', 1)[-1]}`" in message, message
+        assert "not valid JSON" not in message and not (tmp_path / "card").exists()
