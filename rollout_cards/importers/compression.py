@@ -22,15 +22,13 @@ from __future__ import annotations
 import shlex
 
 from ..errors import SourceFormatError
+from ..io.hashing import MAX_LFS_POINTER, lfs_pointer
 
 __all__ = ["HEAD_BYTES", "compressed_error", "compression_of", "lfs_pointer_error", "member_pointer_error"]
 
 #: Bytes of a file's start that `compressed_error` looks at: a magic number needs 6, a Git
 #: LFS pointer's version line, oid line and size line fit in 160.
 HEAD_BYTES = 160
-
-# The version line a Git LFS pointer starts with (git-lfs spec; "hawser" is its pre-1.0 name).
-_LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
 
 # (magic, name, the command that writes the decompressed bytes of FILE to stdout)
 _MAGIC = (
@@ -53,17 +51,6 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _lfs_pointer_size(head: bytes) -> str | None:
-    """When `head` starts a Git LFS pointer: the size its `size` line gives ("" when that
-    line is not within `head`); None when it is no pointer."""
-    if not head.startswith(_LFS_VERSIONS):
-        return None
-    for line in head.split(b"\n")[1:]:
-        if line.startswith(b"size ") and line[5:].isdigit():
-            return line[5:].decode("ascii")
-    return ""
-
-
 def lfs_pointer_error(name: str, head: bytes, record: str | None = None) -> SourceFormatError | None:
     """The error for a source `name` whose first bytes `head` are a Git LFS pointer, else None.
     A reader whose format a pointer happens to satisfy (YAML, CSV) asks this before its own checks."""
@@ -71,15 +58,11 @@ def lfs_pointer_error(name: str, head: bytes, record: str | None = None) -> Sour
                           "it (`git lfs pull --include {base}` in that repository) and import the file again")
 
 
-#: git-lfs writes pointers under 1024 bytes (its spec); a larger member is data whatever its first line
-_MAX_POINTER = 1024
-
-
 def member_pointer_error(archive: str, member: str, data: bytes, record: str | None = None) -> SourceFormatError | None:
     """The error for a `member` of `archive` whose bytes `data` are a Git LFS pointer, else None:
     the archive was made from a checkout without the LFS content, so its member stands for a file it
     does not hold (every format failed on it as a broken member, or the fix named the archive)."""
-    if len(data) > _MAX_POINTER:
+    if len(data) > MAX_LFS_POINTER:
         return None
     return _pointer_error(data, member, archive, record or member,
                           "the archive was made from a checkout without its LFS content; fetch the member in that "
@@ -87,10 +70,10 @@ def member_pointer_error(archive: str, member: str, data: bytes, record: str | N
 
 
 def _pointer_error(head: bytes, name: str, file: str, record: str | None, fix: str) -> SourceFormatError | None:
-    size = _lfs_pointer_size(head)
-    if size is None:
+    pointer = lfs_pointer(head)
+    if pointer is None:
         return None
-    what = f" of {int(size):,} bytes" if size else ""
+    what = f" of {pointer[1]:,} bytes" if pointer[1] is not None else ""
     return SourceFormatError(
         f"is a Git LFS pointer (it starts 'version https://git-lfs.github.com/spec/...'), not the file{what} it "
         f"stands for: " + fix.format(base=shlex.quote(name.rsplit("/", 1)[-1])), file=file, record=record)

@@ -1,9 +1,11 @@
-"""Streaming sha256 of files and the inventory's root digest."""
+"""Streaming sha256 of files, the inventory's root digest, and Git LFS pointers (what a file
+checked out without its LFS content holds instead: a card on a Git host keeps its Parquet in LFS)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -11,9 +13,41 @@ from typing import BinaryIO
 from .. import progress
 from ..model.card import FileEntry, Inventory
 
-__all__ = ["CHUNK", "build_inventory", "root_digest", "sha256_file", "sha256_stream"]
+__all__ = ["CHUNK", "MAX_LFS_POINTER", "build_inventory", "lfs_pointer", "lfs_pointer_note", "root_digest",
+           "sha256_file", "sha256_stream"]
 
 CHUNK = 1024 * 1024
+#: git-lfs writes pointer files under 1024 bytes (its spec): a larger file is data whatever its first line
+MAX_LFS_POINTER = 1024
+# The version line a Git LFS pointer starts with (git-lfs spec; "hawser" is its pre-1.0 name).
+_LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
+_LFS_OID = re.compile(rb"^oid sha256:([0-9a-f]{64})$")
+_LFS_SIZE = re.compile(rb"^size ([0-9]{1,19})$")
+
+
+def lfs_pointer(head: bytes) -> tuple[str | None, int | None] | None:
+    """(sha256, size) a Git LFS pointer gives for the file it stands for (None for a line not
+    within `head`, the file's first bytes), or None when `head` does not start a pointer."""
+    if not head.startswith(_LFS_VERSIONS):
+        return None
+    oid = size = None
+    for line in head.split(b"\n")[1:]:
+        if (m := _LFS_OID.match(line)) is not None:
+            oid = m.group(1).decode("ascii")
+        elif (m := _LFS_SIZE.match(line)) is not None:
+            size = int(m.group(1))
+    return oid, size
+
+
+def lfs_pointer_note(data: bytes, sha256: str) -> str | None:
+    """What to say of a card file whose bytes `data` (at most MAX_LFS_POINTER) are a Git LFS
+    pointer, the inventory listing `sha256` for it; None when they are not one."""
+    pointer = lfs_pointer(data) if len(data) <= MAX_LFS_POINTER else None
+    if pointer is None:
+        return None
+    same = " to the listed content (its oid is the inventory's sha256)" if pointer[0] == sha256 else ""
+    return (f"it is a Git LFS pointer{same}: the card was checked out without its LFS content; run "
+            "`git lfs pull` in that repository (or download the files themselves), then run the command again")
 
 
 def sha256_stream(fh: BinaryIO, *, limit: int | None = None, label: str | None = None,

@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import IntegrityError
 from ..model.card import CardManifest, FileEntry
-from .hashing import sha256_stream
+from .hashing import MAX_LFS_POINTER, lfs_pointer_note, sha256_stream
 
 __all__ = ["FileVerifier"]
 
@@ -78,7 +78,7 @@ class FileVerifier:
     def check_bytes(self, rel: str, data: bytes) -> bytes:
         """`data`, the content just read of `rel`, if it matches the inventory."""
         entry = self._entry(rel)
-        self._compare(entry, hashlib.sha256(data).hexdigest(), len(data))
+        self._compare(entry, hashlib.sha256(data).hexdigest(), len(data), data)
         return data
 
     def _entry(self, rel: str) -> FileEntry:
@@ -95,20 +95,26 @@ class FileVerifier:
         with self._source.open_binary(rel) as fh:  # type: ignore[attr-defined]
             # One byte more than listed: a longer file must not pass as its prefix.
             digest, size = sha256_stream(fh, limit=entry.bytes + 1, label=rel, size=entry.bytes)
-        self._compare(entry, digest, size)
+        head = b""
+        if size != entry.bytes and size <= MAX_LFS_POINTER:  # the failure path: a Git LFS pointer?
+            with self._source.open_binary(rel) as fh:  # type: ignore[attr-defined]
+                head = fh.read(MAX_LFS_POINTER + 1)
+        self._compare(entry, digest, size, head)
 
-    def _compare(self, entry: FileEntry, digest: str, size: int) -> None:
+    def _compare(self, entry: FileEntry, digest: str, size: int, data: bytes = b"") -> None:
         if size != entry.bytes:
             what = f"is {'more than ' if size > entry.bytes else ''}{size:,} bytes, the inventory lists {entry.bytes:,}"
         elif digest != entry.sha256:
             what = f"has sha256 {digest[:12]}…, the inventory lists {entry.sha256[:12]}…"
         else:
             return
-        raise IntegrityError(
-            f"{self._card}: {entry.path} {what}: the file changed after the card was written (or is "
-            f"corrupt); restore it, run `rcard validate {self._card}` for a full report, or open the card "
-            "with verify=False (--no-verify-digests) to read it unchecked",
-            file=entry.path, expected=entry.sha256, actual=digest)
+        fix = (f"the file changed after the card was written (or is corrupt); restore it, run `rcard validate "
+               f"{self._card}` for a full report, or open the card with verify=False (--no-verify-digests) to read "
+               "it unchecked")
+        if size != entry.bytes and (note := lfs_pointer_note(data, entry.sha256)) is not None:
+            fix = note  # a checkout without its LFS content: nothing was changed, the content is elsewhere
+        raise IntegrityError(f"{self._card}: {entry.path} {what}: {fix}", file=entry.path, expected=entry.sha256,
+                             actual=digest)
 
 
 class _Delegated(Future[None]):

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import progress
 from ..errors import CardFormatError, RolloutCardError
 from ..model.card import CardManifest
-from .hashing import CHUNK, root_digest
+from .hashing import CHUNK, MAX_LFS_POINTER, lfs_pointer_note, root_digest
 from .manifest import MAX_MANIFEST_BYTES, parse_manifest
 from .reader import DirectorySource
 from .targets import make_parent, refuse_link, refuse_special
@@ -115,9 +115,11 @@ def pack_card(card: str | os.PathLike[str], out: str | os.PathLike[str], *, over
                     what = f"{root}/{entry.path}"
                     with source.open_binary(entry.path) as src:
                         src_fd = src.fileno()
-                        if os.fstat(src_fd).st_size != entry.bytes:
-                            raise CardFormatError(f"{what} is {os.fstat(src_fd).st_size:,} bytes but the inventory "
-                                                  f"lists {entry.bytes:,}; the file changed after the card was written")
+                        if (size := os.fstat(src_fd).st_size) != entry.bytes:
+                            note = lfs_pointer_note(os.pread(src_fd, MAX_LFS_POINTER + 1, 0), entry.sha256) \
+                                if size <= MAX_LFS_POINTER else None
+                            raise CardFormatError(f"{what} is {size:,} bytes but the inventory lists {entry.bytes:,}; "
+                                                  + (note or "the file changed after the card was written"))
                         if verify:
                             sha = copy_hashed(src_fd, 0, entry.bytes, fd, what)
                         else:

@@ -202,8 +202,10 @@ def _archive_unsafe(findings: Findings, exc: UnsafeArchiveError) -> None:
     message, member = str(exc), getattr(exc, "member", None)
     if member and message.startswith(f"{member}: "):
         message = message[len(member) + 2:]
-    findings.add("archive-unsafe", f"{message}; the packed card cannot be read safely: repack it with `rcard pack`",
-                 file=member)
+    # a Git LFS pointer in place of the archive (io.ustar) says its own fix, a pull: nothing to repack
+    fix = "" if exc.reason.startswith("is a Git LFS pointer") else \
+        "; the packed card cannot be read safely: repack it with `rcard pack`"
+    findings.add("archive-unsafe", f"{message}{fix}", file=member)
 
 
 def _archive_problems(source: CardSource, findings: Findings) -> None:

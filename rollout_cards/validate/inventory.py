@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ..io.hashing import root_digest
+from ..errors import CardFormatError
+from ..io.hashing import MAX_LFS_POINTER, lfs_pointer_note, root_digest
 from ..io.staging import STAGING_DIR
 from .context import CheckContext
 from .layout import MANIFEST
@@ -83,6 +84,13 @@ def check_files(ctx: CheckContext) -> None:
               file=path)
 
 
+def _lfs_note(ctx: CheckContext, rel: str, sha256: str) -> str | None:
+    try:
+        return lfs_pointer_note(ctx.source.read_bytes(rel, limit=MAX_LFS_POINTER), sha256)
+    except (CardFormatError, OSError):  # changed since it was hashed: the mismatch finding stands alone
+        return None
+
+
 def check_digests(ctx: CheckContext) -> None:
     """Sizes and sha256 of every listed file (streamed), and the root digest over the inventory."""
     if ctx.inventory is None:
@@ -95,12 +103,15 @@ def check_digests(ctx: CheckContext) -> None:
     for entry, (_, digest) in zip(entries, digests, strict=True):
         pointer = f"/inventory/files/{index.get(entry.path, 0)}"
         size = ctx.entries[entry.path].size
+        # the failure path only: a file this small may be a Git LFS pointer (a card cloned from a Git
+        # host without `git lfs`), whose fix is a pull, not a restore
+        note = _lfs_note(ctx, entry.path, entry.sha256) if size != entry.bytes and size <= MAX_LFS_POINTER else None
         if size != entry.bytes:
-            f.add("file-size-mismatch", f"is {size:,} bytes, the inventory says {entry.bytes:,}; the file was "
-                  "changed or truncated: restore it or update the inventory", file=entry.path)
+            f.add("file-size-mismatch", f"is {size:,} bytes, the inventory says {entry.bytes:,}; " + (
+                note or "the file was changed or truncated: restore it or update the inventory"), file=entry.path)
         if digest != entry.sha256:
             f.add("file-digest-mismatch", f"sha256 is {digest[:12]}…, the inventory says {entry.sha256[:12]}… "
-                  f"(card.json#{pointer}); the file was changed: restore it or update the inventory",
+                  f"(card.json#{pointer}); " + (note or "the file was changed: restore it or update the inventory"),
                   file=entry.path)
     if ctx.declared_lines is None:
         ctx.skip("the inventory's entries are malformed, so the root digest cannot be recomputed")

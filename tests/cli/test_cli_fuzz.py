@@ -421,3 +421,46 @@ def test_a_status_outside_the_enum_met_while_scoring_names_the_card(tmp_path, co
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 1, result.output
     assert f"rcard: {card}: episodes.status holds 'aaa', which is not a terminal state" in result.output, result.output
+
+
+def _lfs_pointer(data: bytes) -> bytes:
+    """What `git lfs` leaves under a file's name in a checkout without the LFS content (git-lfs spec v1)."""
+    import hashlib
+
+    return (b"version https://git-lfs.github.com/spec/v1\noid sha256:" + hashlib.sha256(data).hexdigest().encode()
+            + b"\nsize " + str(len(data)).encode() + b"\n")
+
+
+def test_a_card_checked_out_without_git_lfs_is_named_as_such(tmp_path):
+    """A card on a Git host (a Hugging Face dataset repository) keeps its Parquet, or the .rcard,
+    in Git LFS; cloned without `git lfs`, each is a 130-byte pointer. Every command said "is 130
+    bytes, the inventory lists 12,412: the file changed after the card was written (or is corrupt);
+    restore it" or "too short to be a tar archive ... repack it": the card was never changed. Now
+    each names the pointer (for a table, that its oid is the inventory's sha256) and `git lfs pull`."""
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "synthetic", card)
+    original = (card / "episodes.parquet").read_bytes()
+    (card / "episodes.parquet").write_bytes(_lfs_pointer(original))
+    packed = tmp_path / "card.rcard"
+    assert CliRunner().invoke(app, ["pack", str(FIXTURE_CARDS / "synthetic"), "-o", str(packed)]).exit_code == 0
+    size = packed.stat().st_size
+    packed.write_bytes(_lfs_pointer(packed.read_bytes()))
+    table = "it is a Git LFS pointer to the listed content (its oid is the inventory's sha256): the card was " \
+            "checked out without its LFS content; run `git lfs pull` in that repository"
+    archive = f"is a Git LFS pointer, not the packed card of {size:,} bytes it stands for: it was checked out " \
+              "without its LFS content; run `git lfs pull --include card.rcard` in that repository"
+    for argv, expected in [(["validate", str(card)], f"episodes.parquet: is 130 bytes, the inventory says "
+                                                     f"{len(original):,}; {table}"),
+                           (["info", str(card)], f"episodes.parquet is 130 bytes, the inventory lists "
+                                                 f"{len(original):,}: {table}"),
+                           (["rescore", str(card)], table), (["pack", str(card), "-o", str(tmp_path / "p.rcard")], table),
+                           (["validate", str(packed)], archive), (["info", str(packed)], archive),
+                           (["unpack", str(packed), "-o", str(tmp_path / "u")], archive)]:
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 1, (argv, result.output)
+        flat = " ".join(result.output.split())
+        assert " ".join(expected.split()) in flat, (argv, result.output)
+        for line in result.output.splitlines():  # no line about the file tells to restore or repack it
+            if "episodes.parquet" in line and "mismatch" in line or "card.rcard" in line:
+                assert "restore it" not in line and "repack" not in line, (argv, line)
+    assert not (tmp_path / "p.rcard").exists() and not (tmp_path / "u").exists()
