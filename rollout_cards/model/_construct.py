@@ -53,9 +53,11 @@ Check = Callable[[Any], Any]
 _MAX_JSON_DEPTH = 64
 #: Model config keys that do not change what validation accepts or produces.
 _NEUTRAL_CONFIG = {"extra", "validate_assignment", "defer_build", "title"}
-# RFC 3339 as pydantic's parser reads it to the same instant: seconds present, at most six
-# fractional digits (pydantic rounds more), an explicit offset in hours and minutes or Z.
-_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})")
+# RFC 3339 as pydantic's parser reads it to the same instant: ASCII digits, seconds present, at
+# most six fractional digits (pydantic rounds more), an explicit offset in hours and minutes
+# (0-59: datetime.fromisoformat reads "+00:60" as an hour, pydantic refuses it) or Z.
+_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
+                       r"(?:Z|[+-][0-9]{2}:[0-5][0-9])")
 
 
 def _unsure() -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -21,9 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from rollout_cards.errors import ManifestError
+from rollout_cards.io.manifest import parse_manifest
 from rollout_cards.model._construct import construct
 from rollout_cards.model.card import CardManifest
 from rollout_cards.model.schemas import card_schema_problems
+from rollout_cards.validate import validate
 from tests.conftest import FIXTURE_CARDS, REPO
 from tests.fuzzing import cases
 from tests.io.test_manifest_fuzz import _paths
@@ -175,6 +179,37 @@ def test_created_datetimes_are_read_as_pydantic_reads_them(moment, timespec, zul
 @pytest.mark.parametrize("text", [t for t in TRICKY if isinstance(t, str) and t[:2] in ("20", "00")])
 def test_each_tricky_datetime_is_read_as_pydantic_reads_it_or_left_to_it(text):
     agree({**BASES["minimal"], "created": text})
+
+
+HOURS = (0, 1, 5, 12, 22, 23, 24)  # 24: every minute refused
+
+
+def test_every_offset_and_only_ascii_digits_are_read_as_pydantic_reads_them_or_left_to_it():
+    """Offsets +-HH:MM with minutes 00-99: datetime.fromisoformat reads "+00:60" as +01:00 where
+    pydantic refuses it, and the old code built such a card without a finding (fails on it)."""
+    refused = 0
+    for sign in "+-":
+        for hours in HOURS:
+            for minutes in range(100):
+                refused += agree({**BASES["minimal"], "created": f"2026-01-15T12:00:00{sign}{hours:02d}:{minutes:02d}"}) \
+                    is None
+    assert refused == 2 * len(HOURS) * 100 - 2 * (len(HOURS) - 1) * 60  # exactly those pydantic refuses
+    for text in ("\u0662\u0660\u0662\u0666-01-15T12:00:00Z", "2026-01-15T12:00:00+\uff10\uff10:00"):
+        assert agree({**BASES["minimal"], "created": text}) is None
+
+
+def test_a_created_offset_of_sixty_minutes_is_a_finding_of_validate_and_the_reader(tmp_path):
+    """End to end: `validate` and `read_manifest` refuse it as the validating path does (old code: valid)."""
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "minimal", card)
+    doc = json.loads((card / "card.json").read_text())
+    doc["created"] = "2026-01-15T12:00:00+00:60"
+    (card / "card.json").write_text(json.dumps(doc))
+    report = validate(card, replay=False)
+    assert not report.valid
+    assert [(f.code, f.location.pointer) for f in report.findings] == [("manifest-schema", "/created")]
+    with pytest.raises(ManifestError, match="/created"):
+        parse_manifest((card / "card.json").read_bytes())
 
 
 def test_validating_the_minimal_card_compiles_no_manifest_validator():
