@@ -271,7 +271,11 @@ def child(which: str, n: int, rule: str) -> None:
     if which == "engine":
         import pyarrow.dataset  # noqa: F401
 
+        # (rc.open and parse_rule import these lazily: ~70 ms of imports, PyYAML among them,
+        # were timed as the query, where duckdb and polars are imported before the clock)
+        import rollout_cards.io.reader  # noqa: F401
         import rollout_cards.rules.engine  # noqa: F401
+        import rollout_cards.rules.loader  # noqa: F401
     else:
         __import__(which)
     path = card_path(n)
