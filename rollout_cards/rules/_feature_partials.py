@@ -148,6 +148,11 @@ def picked_rows(mask: np.ndarray, starts: np.ndarray, *, first: bool) -> np.ndar
     return at[at >= 0]
 
 
+def run_counts(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The selected rows of each run (int64)."""
+    return np.add.reduceat(mask, starts, dtype=np.int64)
+
+
 def selected_partial(
     feature: CompiledFeature, selection: Selection, names: pa.Array | None = None,
     evaluator: enc.PerValue | None = None,
@@ -160,7 +165,7 @@ def selected_partial(
         return _partial(feature, selection.filtered(), names, evaluator)
     starts = selection.starts()
     if agg is FeatureAgg.COUNT:  # (the numbered batch is not read: run_rows number the runs)
-        counts = np.add.reduceat(mask, starts, dtype=np.int64)
+        counts = run_counts(mask, starts)
         keep = counts > 0
         if selection.run_rows is not None:
             run_ids = int64_array(selection.run_rows[keep])
@@ -248,7 +253,8 @@ def _same_text(a: pa.Array, b: pa.Array) -> bool:
 
 
 class Numbered:
-    """A step batch numbered by `Positions.rows`: its run starts, each run's episode row, and
+    """A step batch numbered by `Positions.rows`: its run starts, each run's episode row (run k
+    is episode row `first` + k), and
     `batch`, the batch with episode_id replaced by episode rows, built when first read (a
     count over a mask reads only the starts and the run rows: building the int64 column per
     65,536-row batch was ~0.1 ms of the 20M-step count rule's ~2.5 ms). `source` is the batch
@@ -259,6 +265,10 @@ class Numbered:
         self.source, self.starts, self.run_rows = source, starts, run_rows
         self._rows: Callable[[], np.ndarray] | None = rows
         self._batch: pa.RecordBatch | None = None
+
+    @property
+    def first(self) -> int:
+        return int(self.run_rows[0])
 
     @property
     def batch(self) -> pa.RecordBatch:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +45,7 @@ from ..model.rule import Feature, FeatureAgg
 from ..numpy_arrow import int64_array, validity
 from . import _encoded as enc
 from ._feature_merge import LISTS, MAX_LIST_ITEMS, ORDERED, compact, final_values, with_ids
-from ._feature_partials import Numbered, Positions, Selection, selected_partial
+from ._feature_partials import Numbered, Positions, Selection, run_counts, selected_partial
 
 __all__ = [
     "MAX_LIST_ITEMS",
@@ -233,6 +234,14 @@ def step_columns(features: Sequence[CompiledFeature]) -> list[str]:
     return sorted({"episode_id"} | set().union(*(f.columns for f in features)))
 
 
+class RunCounts(NamedTuple):
+    """A count's partial of a numbered batch as FeatureStream adds it up: `n[k]` selected steps
+    in run k, which is episode row `first` + k (no table: a slice of the per-row counts)."""
+
+    first: int
+    n: np.ndarray
+
+
 class FeatureStream:
     """The features of a stream of step batches, in three pieces every engine calls:
 
@@ -278,7 +287,7 @@ class FeatureStream:
         self.wheres = {f.where: enc.PerValue(f.where) for f in self.features if f.where is not None}
         self.values = [enc.PerValue(f.value) if f.value is not None else None for f in self.features]
 
-    def partials(self, batch: pa.RecordBatch) -> list[pa.Table | None]:
+    def partials(self, batch: pa.RecordBatch) -> list[pa.Table | RunCounts | None]:
         """Each feature's partial state per run of the batch (None: no step selected)."""
         if batch.num_rows == 0:
             return [None] * len(self.features)
@@ -295,9 +304,9 @@ class FeatureStream:
                 self.parts = [[with_ids(part, self.names) for part in parts] for parts in self.parts]
             else:
                 source, starts, run_rows = numbered, numbered.starts, numbered.run_rows
-        out: list[pa.Table | None] = []
+        out: list[pa.Table | RunCounts | None] = []
         selections: dict[Expression | None, Selection] = {}
-        for feature, evaluator in zip(self.features, self.values, strict=True):
+        for i, (feature, evaluator) in enumerate(zip(self.features, self.values, strict=True)):
             selection = selections.get(feature.where)
             if selection is None:
                 mask = None
@@ -309,6 +318,9 @@ class FeatureStream:
                 selections[feature.where] = selection
             if selection.empty:
                 out.append(None)
+                continue
+            if numbered is not None and selection.mask is not None and self.counts[i] is not None:
+                out.append(RunCounts(numbered.first, run_counts(selection.mask, numbered.starts)))
                 continue
             try:
                 out.append(selected_partial(feature, selection, self.names, evaluator))
@@ -322,12 +334,16 @@ class FeatureStream:
                 ) from None
         return out
 
-    def add(self, partials: Sequence[pa.Table | None]) -> None:
+    def add(self, partials: Sequence[pa.Table | RunCounts | None]) -> None:
         """Keep one batch's partials (compacting past _COMPACT_ROWS rows)."""
         for i, (feature, part) in enumerate(zip(self.features, partials, strict=True)):
             if part is None:
                 continue
             counts = self.counts[i]
+            if isinstance(part, RunCounts):
+                assert counts is not None
+                counts[part.first : part.first + len(part.n)] += part.n
+                continue
             if counts is not None:  # (episode rows, each at most once per batch: add.at all the same)
                 np.add.at(counts, seg.as_array(part.column("episode_id")).to_numpy(),
                           seg.as_array(part.column("n")).to_numpy())
