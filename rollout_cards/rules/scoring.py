@@ -68,13 +68,12 @@ def _score(table: pa.Table, plan: _Plan) -> _Scored:
         selected = np.ones(n, dtype=bool)
     raw = _as_float(evaluate_rows(plan.score, table)) if n else np.zeros(0)
     statuses = factorize(table, ["status"])
+    codes = statuses.codes
+    labels = [status for (status,) in statuses.labels]
     allowed = {s.value for s in TerminalStatus}
-    values = np.full(n, np.nan)
-    use_score = np.zeros(n, dtype=bool)
-    excluded_status: dict[str, np.ndarray] = {}
-    for code, (status,) in enumerate(statuses.labels):
-        rows = statuses.codes == code
+    for code, status in enumerate(labels):
         if status not in allowed:
+            rows = codes == code
             first = int(np.flatnonzero(rows)[0])
             where = f"{plan.card}: " if plan.card else ""
             raise CardFormatError(
@@ -82,16 +81,20 @@ def _score(table: pa.Table, plan: _Plan) -> _Scored:
                 f"({', '.join(sorted(allowed))}), in {int(rows.sum())} row(s) (first: the row of episode_id "
                 f"{str(table.column('episode_id')[first].as_py())[:80]!r}); validate the card"
             )
-        policy = rule.on_status.policy(status)
-        if policy == "score":
-            use_score |= rows
-        elif policy == "exclude":
-            excluded_status[status] = rows & selected
-        else:
-            values[rows] = float(policy)
-    values[use_score] = raw[use_score]
+    # Each status's policy looked up by its code (one gather per table from a few values),
+    # not a comparison and a masked assignment per status over every row.
+    policies = [rule.on_status.policy(status) for status in labels]
+    use_score = np.array([p == "score" for p in policies], dtype=bool)[codes]
+    fixed = np.array([np.nan if p in ("score", "exclude") else float(p) for p in policies], dtype=np.float64)
+    values = np.where(use_score, raw, fixed[codes])
+    excluded_status: dict[str, np.ndarray] = {
+        status: (codes == code) & selected
+        for code, (status, p) in enumerate(zip(labels, policies, strict=True)) if p == "exclude"
+    }
     scored = use_score & selected
-    infinite = scored & np.isinf(raw)
+    bad = scored & ~np.isfinite(raw)
+    found = bool(bad.any())  # (usually none: one pass instead of an isinf and an isnan pass)
+    infinite = bad & np.isinf(raw) if found else bad
     if infinite.any():
         first = table.column("episode_id")[int(np.flatnonzero(infinite)[0])].as_py()
         raise RuleError(
@@ -100,7 +103,7 @@ def _score(table: pa.Table, plan: _Plan) -> _Scored:
             file=file,
             key="score",
         )
-    missing = scored & np.isnan(raw)
+    missing = bad & np.isnan(raw) if found else bad
     missing_excluded = np.zeros(n, dtype=bool)
     if missing.any():
         if rule.on_missing == "error":
@@ -404,6 +407,8 @@ def _cell_sums(cells: _Cells, n_strata: int) -> dict[tuple[int, int], CellSums]:
 
 
 def _counts(codes: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
+    if not mask.any():  # (the usual missing, selected-out: no copy of the codes to count none)
+        return np.zeros(size, dtype=np.int64)
     return np.bincount(codes[mask], minlength=size)
 
 
@@ -439,12 +444,14 @@ def run_partition(plan: _Plan, table: pa.Table, *, pair_units: list[str] | None 
         "selected_out": _counts(cell_codes, ~scored.selected, size),
         "missing": _counts(cell_codes, scored.missing, size),
         "missing_excluded": _counts(cell_codes, scored.missing_excluded, size),
-        "present": _counts(cell_codes, np.ones(table.num_rows, dtype=bool), size),
+        "present": np.bincount(cell_codes, minlength=size),
     }
     by_status = {s: _counts(cell_codes, rows, size) for s, rows in scored.excluded_status.items()}
-    episodes = np.bincount(
-        cells.group * n_strata + cells.stratum, weights=cells.episodes, minlength=size
-    ).astype(np.int64)
+    cell_of_obs = cells.group * n_strata + cells.stratum
+    if cells.reduced is None:  # one episode per observation: a count, no float weights
+        episodes = np.bincount(cell_of_obs, minlength=size).astype(np.int64)
+    else:
+        episodes = np.bincount(cell_of_obs, weights=cells.episodes, minlength=size).astype(np.int64)
     group_units = None
     if pair_units is not None:
         group_units = {}

@@ -205,3 +205,48 @@ def test_cell_sums_equal_plain_python_per_unit(tmp_path, values):
     # the flag is per (group, stratum) cell: every unit of the group binary
     for (agent, task), w in got.items():
         assert w[3] == all(b for (a, _), b in binary_cells.items() if a == agent)
+
+
+@pytest.mark.parametrize("on_missing", ["exclude", "0.5"])
+def test_status_policies_and_missing_scores_equal_plain_python(tmp_path, on_missing):
+    """Per agent: the mean, n and the counts by cause for a mix of statuses, numeric, exclude and
+    score policies, null scores and a select, as a plain loop over the rows computes them."""
+    from rollout_cards.rules.loader import parse_rule
+    from tests.rules.conftest import episode
+
+    statuses = ["completed", "error", "timeout", "limit", "completed", "cancelled", "completed", "skipped"]
+    scores = [1.0, None, 0.0, 2.5, None, 1.0, 0.25, 3.0]
+    rows = [episode(i, agent=f"a{i % 3}", status=statuses[i % 8], trial=i % 5, **{"score.x": scores[(i * 3) % 8]})
+            for i in range(120)]
+    card = build_card(tmp_path / "c", rows)
+    rule = parse_rule(
+        "rule: r\nscore: score.x\nselect: \"trial != 4\"\n"
+        "on_status: {error: 0.25, timeout: exclude, limit: 1, cancelled: exclude, skipped: score}\n"
+        f"on_missing: {on_missing}\naggregate:\n  group_by: [agent]\n", file="r.yaml")
+    policy = {"error": 0.25, "timeout": "exclude", "limit": 1.0, "cancelled": "exclude", "skipped": "score",
+              "completed": "score"}
+    want: dict[str, dict] = {}
+    for r in rows:
+        w = want.setdefault(r["agent"], {"values": [], "excluded": {}, "missing": 0, "missing_excluded": 0})
+        if r["trial"] == 4:
+            continue
+        p = policy[r["status"]]
+        if p == "exclude":
+            w["excluded"][r["status"]] = w["excluded"].get(r["status"], 0) + 1
+            continue
+        v = r["score.x"] if p == "score" else p
+        if v is None:
+            w["missing"] += 1
+            if on_missing == "exclude":
+                w["missing_excluded"] += 1
+                continue
+            v = float(on_missing)
+        w["values"].append(v)
+    results = {r.group["agent"]: r for r in apply_rule(card, rule, file="r.yaml").results}
+    assert results.keys() == want.keys()
+    for agent, w in want.items():
+        got = results[agent]
+        assert got.n == len(w["values"])
+        assert got.value == pytest.approx(sum(w["values"]) / len(w["values"]))
+        assert got.excluded_by_status == w["excluded"]
+        assert (got.n_missing, got.n_missing_excluded) == (w["missing"], w["missing_excluded"])
