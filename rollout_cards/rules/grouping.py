@@ -56,8 +56,8 @@ def _value_order(dictionary: pa.Array) -> np.ndarray | None:
     return pc.array_sort_indices(dictionary).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
-def _from_dictionaries(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array] | None:
-    """A dictionary column of strings as (codes, distinct values), null rows coded len(values),
+def _from_dictionaries(column: pa.ChunkedArray | pa.Array) -> tuple[list[np.ndarray], pa.Array] | None:
+    """A dictionary column of strings as (codes per chunk, distinct values), null rows coded len(values),
     from its dictionaries unified across chunks: no string is decoded or hashed per row. Values
     no row holds may be listed (`combine` labels only the codes that occur). None when the
     values are not strings or a dictionary repeats a value."""
@@ -73,8 +73,7 @@ def _from_dictionaries(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, 
     if dictionary.null_count or pc.count_distinct(dictionary).as_py() != len(dictionary):
         return None
     size = len(dictionary)
-    # (widened while concatenated: one pass over a million rows, not two)
-    return np.concatenate([dictionary_codes(c, size) for c in chunks], dtype=np.int64), dictionary
+    return [dictionary_codes(c, size) for c in chunks], dictionary
 
 
 def _column_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any], bool]:
@@ -98,16 +97,30 @@ def _column_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[
     return _ranked(indices.astype(np.int64, copy=False), dictionary)
 
 
-def _ranked(indices: np.ndarray, dictionary: pa.Array) -> tuple[np.ndarray, list[Any], bool]:
+def _ranked(indices: np.ndarray | list[np.ndarray], dictionary: pa.Array) -> tuple[np.ndarray, list[Any], bool]:
     """`_column_codes` from codes into `dictionary` (distinct values; null rows coded
-    len(dictionary)): the codes made ranks when Arrow can sort the values as Python does."""
+    len(dictionary)), one array or one per chunk: the codes made ranks (int64) when Arrow can
+    sort the values as Python does. Chunks are gathered through the ranks straight into the
+    int64 result (one pass over a million rows, not a widening concatenation and a gather)."""
     order = _value_order(dictionary)
     values = dictionary.to_pylist()
+    rank = None
     if order is not None and not np.array_equal(order, np.arange(len(order))):  # (sorted already: codes are ranks)
         values = [values[i] for i in order.tolist()]
         rank = np.empty(len(order) + 1, dtype=np.int64)
         rank[order] = np.arange(len(order))
         rank[-1] = len(order)  # the null code stays last
+    if isinstance(indices, list):
+        if rank is None:
+            indices = np.concatenate(indices, dtype=np.int64) if indices else np.zeros(0, dtype=np.int64)
+        else:
+            out = np.empty(sum(len(c) for c in indices), dtype=np.int64)
+            at = 0
+            for chunk in indices:
+                np.take(rank, chunk, out=out[at : at + len(chunk)])
+                at += len(chunk)
+            indices = out
+    elif rank is not None:
         indices = rank[indices]
     if indices.size and int(indices.max()) == len(values):
         values.append(None)

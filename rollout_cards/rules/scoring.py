@@ -379,7 +379,7 @@ def _cell_sums(cells: _Cells, n_strata: int) -> dict[tuple[int, int], CellSums]:
     """Per-unit sums for every (group, stratum) cell with observations: one bincount each,
     so each unit's values are added in the order of the observations."""
     n_units = max(1, len(cells.unit_labels))
-    packed = (cells.group * n_strata + cells.stratum) * n_units + cells.unit
+    packed = _cell_of(cells.group, cells.stratum, n_strata) * n_units + cells.unit
     n_cells = (int(cells.group.max()) + 1) * n_strata if cells.group.size else 1
     uniq, inverse = unique_codes(packed, n_cells * n_units)
     v = cells.values
@@ -404,6 +404,12 @@ def _cell_sums(cells: _Cells, n_strata: int) -> dict[tuple[int, int], CellSums]:
         out[(g, s)] = (units[a:b], counts[a:b], sums[a:b], sumsq[a:b],
                        bool(np.all(binary[a:b] == counts[a:b])))
     return out
+
+
+def _cell_of(group: np.ndarray, stratum: np.ndarray, n_strata: int) -> np.ndarray:
+    """Each row's (group, stratum) cell, g * n_strata + s: the group codes themselves without
+    strata (every stratum code is then 0), not two passes over a million rows."""
+    return group if n_strata == 1 else group * n_strata + stratum
 
 
 def _counts(codes: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
@@ -438,7 +444,7 @@ def run_partition(plan: _Plan, table: pa.Table, *, pair_units: list[str] | None 
     strata = factorize(table, agg.strata)
     cells = _observations(table, scored, groups, strata, plan)
     n_strata = max(1, strata.size)
-    cell_codes = groups.codes * n_strata + strata.codes
+    cell_codes = _cell_of(groups.codes, strata.codes, n_strata)
     size = groups.size * n_strata
     counts = {
         "selected_out": _counts(cell_codes, ~scored.selected, size),
@@ -447,7 +453,7 @@ def run_partition(plan: _Plan, table: pa.Table, *, pair_units: list[str] | None 
         "present": np.bincount(cell_codes, minlength=size),
     }
     by_status = {s: _counts(cell_codes, rows, size) for s, rows in scored.excluded_status.items()}
-    cell_of_obs = cells.group * n_strata + cells.stratum
+    cell_of_obs = _cell_of(cells.group, cells.stratum, n_strata)
     if cells.reduced is None:  # one episode per observation: a count, no float weights
         episodes = np.bincount(cell_of_obs, minlength=size).astype(np.int64)
     else:
