@@ -90,7 +90,9 @@ def check_batch(batch: pa.RecordBatch) -> None:
         if indices.null_count == len(indices):
             continue
         codes = raw_codes(indices)  # null rows usually hold 0: look at them only on a miss
-        if len(dictionary) and codes.min() >= 0 and codes.max() < len(dictionary):
+        # one pass for both bounds: a negative signed code is a large unsigned one
+        unsigned = codes.view(np.dtype(f"u{codes.dtype.itemsize}")) if codes.dtype.kind == "i" else codes
+        if len(dictionary) and int(unsigned.max()) < len(dictionary):
             continue
         out = (codes < 0) | (codes >= len(dictionary))
         if indices.null_count:

@@ -126,7 +126,7 @@ words_bytes = st.lists(st.one_of(st.none(), st.sampled_from([b"a", b"bb", b"", b
 
 
 @given(st.lists(st.one_of(st.none(), st.integers(-2, 7)), max_size=60), words_bytes, st.integers(0, 4),
-       st.sampled_from([pa.int8(), pa.int32()]), st.lists(st.sampled_from([b"x", b"\xfe", None]), max_size=3))
+       st.sampled_from([pa.int8(), pa.int32(), pa.int64()]), st.lists(st.sampled_from([b"x", b"\xfe", None]), max_size=3))
 def test_check_batch_accepts_and_refuses_what_full_validation_does(indices, words, offset, index_type, plain):
     # out-of-range indices (also at null rows, which full validation ignores), invalid UTF-8 in
     # the dictionary or in a plain column, an empty dictionary, sliced arrays
