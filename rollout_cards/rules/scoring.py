@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from ..model.rule import Reduce
     from .engine import _Plan
 
-__all__ = ["MAX_ABS_SCORE", "Identity", "PartitionRun", "ReduceCounts", "reduce_info", "run_partition", "unit_sums"]
+__all__ = ["MAX_ABS_SCORE", "Factors", "Identity", "PartitionRun", "ReduceCounts", "partition_factors", "reduce_info",
+           "run_partition", "unit_sums"]
 
 
 # ------------------------------------------------------------------------------- scoring
@@ -59,7 +60,37 @@ def _as_float(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(array.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def _score(table: pa.Table, plan: _Plan) -> _Scored:
+#: Factors of episode columns by their column names (see `partition_factors`).
+Factors = dict[tuple[str, ...], Factor]
+
+
+def partition_factors(plan: _Plan, table: pa.Table) -> Factors:
+    """The factors `run_partition` takes of episode columns alone (status, group_by, strata, and
+    text units without a reduce), for a caller that holds the episodes before their features
+    are attached: the local engine makes them while the step scan runs, not in the serial tail
+    after it (three million-row factorizations of the count benchmark's ~100 ms tail)."""
+    rule = plan.rule
+    wanted = [["status"], list(rule.aggregate.group_by), list(rule.aggregate.strata)]
+    names = set(table.column_names)
+    units = list(plan.unit or ["episode_id"])
+    if rule.reduce is None and all(c in names and _is_text(table.schema.field(c).type) for c in units):
+        wanted.append(units)  # (the only units _observations factorizes over the whole table)
+    out: Factors = {}
+    for columns in wanted:
+        if set(columns) <= names and tuple(columns) not in out:
+            out[tuple(columns)] = factorize(table, columns)
+    return out
+
+
+def _factor(table: pa.Table, columns: Sequence[str], factors: Factors | None) -> Factor:
+    """`factorize(table, columns)`, or the one made ahead over the same rows."""
+    found = factors.get(tuple(columns)) if factors else None
+    if found is not None and len(found.codes) == table.num_rows:
+        return found
+    return factorize(table, columns)
+
+
+def _score(table: pa.Table, plan: _Plan, factors: Factors | None = None) -> _Scored:
     rule, file, n = plan.rule, plan.file, table.num_rows
     if plan.select is not None:
         selected = evaluate_rows(plan.select, table).fill_null(False).to_numpy(zero_copy_only=False)
@@ -67,7 +98,7 @@ def _score(table: pa.Table, plan: _Plan) -> _Scored:
     else:
         selected = np.ones(n, dtype=bool)
     raw = _as_float(evaluate_rows(plan.score, table)) if n else np.zeros(0)
-    statuses = factorize(table, ["status"])
+    statuses = _factor(table, ["status"], factors)
     codes = statuses.codes
     labels = [status for (status,) in statuses.labels]
     allowed = {s.value for s in TerminalStatus}
@@ -256,7 +287,7 @@ def _plain(table: pa.Table, keys: frozenset[str]) -> pa.Table:
 
 
 def _observations(
-    table: pa.Table, scored: _Scored, groups: Factor, strata: Factor, plan: _Plan
+    table: pa.Table, scored: _Scored, groups: Factor, strata: Factor, plan: _Plan, factors: Factors | None = None
 ) -> _Cells:
     rule, file = plan.rule, plan.file
     rows = np.flatnonzero(scored.included)
@@ -266,7 +297,7 @@ def _observations(
         unit_columns = plan.unit or ["episode_id"]
         if all(_is_text(table.schema.field(c).type) for c in unit_columns):
             # text sorts the same in any subset: the units of the whole table, cut to the rows
-            unit = _restricted(factorize(table, unit_columns), rows)
+            unit = _restricted(_factor(table, unit_columns, factors), rows)
         else:
             unit = factorize(table.take(int64_array(rows)), unit_columns)
         _check_units(unit, unit_columns, file)
@@ -432,17 +463,18 @@ def unit_sums(codes: np.ndarray, values: np.ndarray, identity: pa.Table, group: 
 
 
 def run_partition(plan: _Plan, table: pa.Table, *, pair_units: list[str] | None = None,
-                  keep: bool = False) -> PartitionRun:
+                  keep: bool = False, factors: Factors | None = None) -> PartitionRun:
     """Score `table` (episodes with their features attached) and sum per unit.
 
     `pair_units`: also sum per group on these columns (for comparisons and rankings
-    computed elsewhere); `keep`: keep the observations (the local engine's Observations).
+    computed elsewhere); `keep`: keep the observations (the local engine's Observations);
+    `factors`: `partition_factors` of the same rows, made ahead.
     Raises what the local engine raises for the same rows (RuleError, CardFormatError)."""
     agg = plan.rule.aggregate
-    scored = _score(table, plan)
-    groups = factorize(table, agg.group_by)
-    strata = factorize(table, agg.strata)
-    cells = _observations(table, scored, groups, strata, plan)
+    scored = _score(table, plan, factors)
+    groups = _factor(table, agg.group_by, factors)
+    strata = _factor(table, agg.strata, factors)
+    cells = _observations(table, scored, groups, strata, plan, factors)
     n_strata = max(1, strata.size)
     cell_codes = _cell_of(groups.codes, strata.codes, n_strata)
     size = groups.size * n_strata

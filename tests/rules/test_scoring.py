@@ -250,3 +250,42 @@ def test_status_policies_and_missing_scores_equal_plain_python(tmp_path, on_miss
         assert got.value == pytest.approx(sum(w["values"]) / len(w["values"]))
         assert got.excluded_by_status == w["excluded"]
         assert (got.n_missing, got.n_missing_excluded) == (w["missing"], w["missing_excluded"])
+
+
+def test_factors_made_ahead_give_the_same_run():
+    """apply_rule makes status / group / strata / unit factors from the episodes while the step
+    scan runs (partition_factors, on a thread); run_partition given them, or given factors of
+    other rows (ignored), gives the run it gives alone."""
+    from rollout_cards.rules.engine import _Background
+    from rollout_cards.rules.scoring import partition_factors
+
+    card = rc.open(FIXTURE_CARDS / "synthetic")
+    checked = 0
+    for _, rule in _rules():
+        try:
+            plan = plan_rule(card, rule)
+            episodes = card.episodes(columns=plan.episode_columns)
+            table = _table(card, plan)
+            alone = merge_partitions(plan, [run_partition(plan, table, keep=True)])
+        except RolloutCardError:
+            continue
+        ahead = _Background(partition_factors, plan, episodes).result()
+        assert ("status",) in ahead
+        other = partition_factors(plan, episodes.slice(1))
+        for factors in (ahead, other):
+            fresh = plan_rule(card, rule)  # (merging adds the plan's warnings to it)
+            _same(merge_partitions(fresh, [run_partition(fresh, table, keep=True, factors=factors)]), alone)
+        checked += 1
+    assert checked >= 8
+
+
+def test_an_error_made_ahead_is_raised_by_result():
+    from rollout_cards.rules.engine import _Background
+
+    def fails() -> None:
+        raise RuleError("no", file="r.yaml", key="score")
+
+    from rollout_cards.errors import RuleError
+
+    with pytest.raises(RuleError, match="no"):
+        _Background(fails).result()
