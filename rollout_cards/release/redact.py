@@ -49,7 +49,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -66,10 +66,11 @@ from ..expr import Expression, parse_expression
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_stream
 from ..io.manifest import MAX_MANIFEST_BYTES, pydantic_problems
-from ..io.reader import Card, open_card
+from ..io.reader import Card, open_card, unreadable
 from ..io.targets import make_parent, refuse_link
 from ..io.writer import PARQUET_OPTIONS
 from ..model.card import CardManifest, Drop
+from ..numpy_arrow import check_batch
 from ..tables import HMAC_PREFIX, REDACTED_MARKER, STEP_COLUMNS, is_redacted_value
 from ..yamldoc import load_strict_yaml
 from ._files import read_small_file
@@ -250,8 +251,25 @@ class _Copies:
 def _scan(card: Card, table: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
     fs, base = card.source.filesystem()
     for rel in getattr(card.manifest.tables, table).paths:
+        card.verify_file(rel)  # a part that does not match the inventory is named so, before it is decoded
         with fs.open_input_file(f"{base}/{rel}") as fh:
-            yield from pq.ParquetFile(fh).iter_batches(batch_size=_BATCH, columns=columns)
+            yield from _checked(card, table, lambda: pq.ParquetFile(fh).iter_batches(batch_size=_BATCH,
+                                                                                    columns=columns))
+
+
+def _checked(card: Card, table: str, batches: Callable[[], Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+    """The batches of a table part read here rather than through `Card.episodes`/`steps`, checked
+    as the reader checks its own (a corrupt page can decode into invalid UTF-8 or offsets); a part
+    pyarrow cannot decode is the card's error (exit 1), not an internal one. pyarrow reports a
+    corrupt page as an OSError without an errno; one with an errno is the system's and stays."""
+    try:
+        for batch in batches():
+            check_batch(batch)
+            yield batch
+    except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise
+        raise unreadable(card.source.name, table, exc, str(getattr(card.source, "root", ""))) from None
 
 
 def _scope(item: _Planned, batch: pa.RecordBatch) -> list[bool]:
@@ -476,10 +494,10 @@ def _rewrite_table(card: Card, table: str, planned: list[_Planned], key: bytes |
     ref = getattr(card.manifest.tables, table)
     with progress.task(f"redact {table}", total=ref.rows, unit="rows") as rows:
         for rel in ref.paths:
-            _rewrite_file(card, rel, planned, key, tmp / rel, digests, episode_digests, standard, rows)
+            _rewrite_file(card, table, rel, planned, key, tmp / rel, digests, episode_digests, standard, rows)
 
 
-def _rewrite_file(card: Card, rel: str, planned: list[_Planned], key: bytes | None, target: Path,
+def _rewrite_file(card: Card, table: str, rel: str, planned: list[_Planned], key: bytes | None, target: Path,
                   digests: _EpisodeDigests | None, episode_digests: dict[str, str] | None,
                   standard: list[str], rows: progress.Task) -> None:
     fs, base = card.source.filesystem()
@@ -494,7 +512,7 @@ def _rewrite_file(card: Card, rel: str, planned: list[_Planned], key: bytes | No
         schema = _output_schema(schema_in, new_cols, standard)
         target.parent.mkdir(parents=True, exist_ok=True)
         with pq.ParquetWriter(target, schema, **PARQUET_OPTIONS) as writer:
-            for batch in reader.iter_batches(batch_size=_BATCH):
+            for batch in _checked(card, table, lambda: reader.iter_batches(batch_size=_BATCH)):
                 if digests is not None:
                     digests.feed(batch)
                 if episode_digests is not None:
@@ -592,7 +610,8 @@ def redact_card(
         os.rename(tmp, out)
     except (pa.ArrowException, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.filename is None:
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.filename is None \
+                and exc.errno is not None:  # the system's (pyarrow's decode errors carry no errno)
             raise
         raise CardFormatError(
             f"{src}: a table of the card cannot be read ({str(exc).splitlines()[0][:120]}); "

@@ -289,3 +289,43 @@ def test_imported_inspect_card_redacts_with_its_payload_copies(tmp_path: Path) -
     secrets = sorted({c for c in steps.column("content").to_pylist() if c and len(c) >= 8})
     assert secrets and find_leaks(tmp_path / "out", secrets) == []
     assert validate(tmp_path / "out").valid
+
+
+def _corrupt_column_chunk(path: Path, column: str) -> None:
+    """XOR every 7th byte of one column chunk's pages (its page headers no longer parse)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    group = meta.row_group(0)
+    chunk = next(group.column(i) for i in range(group.num_columns) if group.column(i).path_in_schema == column)
+    data = bytearray(path.read_bytes())
+    for i in range(chunk.data_page_offset, chunk.data_page_offset + chunk.total_compressed_size, 7):
+        data[i] ^= 0x55
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("rehash", [False, True])
+def test_a_corrupt_column_chunk_is_the_cards_error_not_an_internal_one(tmp_path: Path, synthetic_copy: Path,
+                                                                         rehash: bool) -> None:
+    """redact read the tables with pyarrow directly, before checking them against the inventory and
+    without the reader's checks: a corrupt page of one column chunk was pyarrow's OSError ("Couldn't
+    deserialize thrift", "ZSTD decompression failed"), an internal error (exit 2). Found by
+    scripts/card_sweep.py 200 1 (5 of 3,543 runs). Now an unhashed change is the digest mismatch
+    and a re-hashed one "the steps table cannot be read" (exit 1); nothing is written."""
+    from typer.testing import CliRunner
+
+    from rollout_cards.cli import app
+    from rollout_cards.io.finalize import refresh_manifest
+
+    _corrupt_column_chunk(synthetic_copy / "steps.parquet", "call_id")
+    if rehash:
+        refresh_manifest(synthetic_copy)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("redact:\n  - target: steps.content\n    reason: personal data\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["redact", str(synthetic_copy), "--spec", str(spec), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    expected = "the steps table cannot be read" if rehash else "steps.parquet has sha256"
+    assert f"rcard: {synthetic_copy}: {expected}" in result.output, result.output
+    assert "internal error" not in result.output and not out.exists()
+    assert not list(tmp_path.glob(".out.redacting-*"))
