@@ -3,7 +3,7 @@
 Each case copies a fixture card (fixtures/cards/*), applies one or two mutations — card.json
 values of the wrong type, huge numbers, NaN, deep nesting, long strings, duplicate keys; rule
 YAML with alias bombs, Python tags, huge integers; Parquet files truncated, with a lying
-footer or another schema; files that are links, FIFOs or hard links; packed .rcard archives
+footer (bytes flipped, or its varints nudged: counts, sizes, offsets) or another schema; files that are links, FIFOs or hard links; packed .rcard archives
 with traversal names, links, lying sizes and duplicate members — re-hashes the inventory as
 a publisher's tool would (so the mutation reaches past the integrity check), and runs a
 seeded choice of the read commands on it (validate, info, rescore, report, card [--check], export,
@@ -117,13 +117,18 @@ def _rule_yaml(card: Path, rng: random.Random) -> str:
 def _parquet_bytes(card: Path, rng: random.Random) -> str:
     rel = rng.choice(["episodes.parquet", "steps.parquet"])
     data = bytearray((card / rel).read_bytes())
-    how = rng.choice(["truncate", "footer-flip", "footer-length", "magic"])
+    how = rng.choice(["truncate", "footer-flip", "footer-nudge", "footer-length", "magic"])
     if how == "truncate":
         data = data[: rng.randrange(len(data))]
     elif how == "footer-flip":
         for _ in range(rng.randint(1, 8)):
             i = len(data) - 8 - rng.randrange(min(len(data) - 8, 600))
             data[i] = rng.randrange(256)
+    elif how == "footer-nudge":  # Thrift varints off by a little: row counts, sizes, offsets that lie
+        start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(start, len(data) - 8)
+            data[i] = (data[i] + rng.choice([1, 2, -1, 64, 127])) % 256
     elif how == "footer-length":
         data[-8:-4] = rng.choice([0, 1, len(data), len(data) * 4, 2**31 - 1, 2**32 - 1]).to_bytes(4, "little")
     else:
