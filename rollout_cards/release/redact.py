@@ -49,7 +49,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -63,6 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import progress
 from ..errors import CardFormatError, RedactionSpecError, RolloutCardError
 from ..expr import Expression, parse_expression
+from ..io.decode import DecodeBudget, variable_width
 from ..io.finalize import refresh_manifest
 from ..io.hashing import sha256_stream
 from ..io.manifest import MAX_MANIFEST_BYTES, pydantic_problems
@@ -250,26 +251,51 @@ class _Copies:
 
 def _scan(card: Card, table: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
     fs, base = card.source.filesystem()
+    budget = _budget(card, table)
     for rel in getattr(card.manifest.tables, table).paths:
         card.verify_file(rel)  # a part that does not match the inventory is named so, before it is decoded
         with fs.open_input_file(f"{base}/{rel}") as fh:
-            yield from _checked(card, table, lambda: pq.ParquetFile(fh).iter_batches(batch_size=_BATCH,
-                                                                                    columns=columns))
+            yield from _part_batches(card, table, fh, budget, columns)[1]
 
 
-def _checked(card: Card, table: str, batches: Callable[[], Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
-    """The batches of a table part read here rather than through `Card.episodes`/`steps`, checked
-    as the reader checks its own (a corrupt page can decode into invalid UTF-8 or offsets); a part
-    pyarrow cannot decode is the card's error (exit 1), not an internal one. pyarrow reports a
-    corrupt page as an OSError without an errno; one with an errno is the system's and stays."""
+def _budget(card: Card, table: str) -> DecodeBudget:
+    """The table's decode budget, by the parts' sizes the inventory lists (each part is checked
+    against it before it is decoded)."""
+    sizes = {f.path: f.bytes for f in card.manifest.inventory.files}
+    stored = sum(sizes.get(rel, 0) for rel in getattr(card.manifest.tables, table).paths)
+    return DecodeBudget(f"{card.source.name}: the {table} table", stored)
+
+
+def _part_batches(card: Card, table: str, fh: Any, budget: DecodeBudget,
+                  columns: list[str] | None = None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The schema and batches of one table part, read here rather than through `Card.episodes`/
+    `steps` but as the reader reads: strings dictionary-encoded and expanded within the table's
+    decode budget (a 5 KB part whose dictionary page holds a 40 MiB string took redact past 600 MiB),
+    each raw batch checked (a corrupt page can decode into invalid UTF-8 or offsets). A part pyarrow
+    cannot decode is the card's error (exit 1), not an internal one: pyarrow reports a corrupt page
+    as an OSError without an errno; one with an errno is the system's and stays."""
     try:
-        for batch in batches():
-            check_batch(batch)
-            yield batch
+        schema = pq.ParquetFile(fh).schema_arrow
     except (pa.ArrowException, OSError) as exc:
-        if isinstance(exc, OSError) and exc.errno is not None:
-            raise
-        raise unreadable(card.source.name, table, exc, str(getattr(card.source, "root", ""))) from None
+        raise _unreadable(card, table, exc) from None
+    names = schema.names if columns is None else [n for n in columns if n in schema.names]
+    expand = {n for n in names if variable_width(schema.field(n).type)}
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            encoded = pq.ParquetFile(fh, read_dictionary=sorted(expand) or None)
+            for raw in encoded.iter_batches(batch_size=_BATCH, columns=columns):
+                check_batch(raw)
+                yield from budget.decode(raw, schema, expand)
+        except (pa.ArrowException, OSError) as exc:
+            raise _unreadable(card, table, exc) from None
+    return schema, batches()
+
+
+def _unreadable(card: Card, table: str, exc: BaseException) -> BaseException:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc
+    return unreadable(card.source.name, table, exc, str(getattr(card.source, "root", "")))
 
 
 def _scope(item: _Planned, batch: pa.RecordBatch) -> list[bool]:
@@ -492,19 +518,19 @@ def _rewrite_table(card: Card, table: str, planned: list[_Planned], key: bytes |
 
     standard = _STEP_STANDARD if table == "steps" else [c.name for c in EPISODE_COLUMNS]
     ref = getattr(card.manifest.tables, table)
+    budget = _budget(card, table)
     with progress.task(f"redact {table}", total=ref.rows, unit="rows") as rows:
         for rel in ref.paths:
-            _rewrite_file(card, table, rel, planned, key, tmp / rel, digests, episode_digests, standard, rows)
+            _rewrite_file(card, table, rel, planned, key, tmp / rel, digests, episode_digests, standard, rows, budget)
 
 
 def _rewrite_file(card: Card, table: str, rel: str, planned: list[_Planned], key: bytes | None, target: Path,
                   digests: _EpisodeDigests | None, episode_digests: dict[str, str] | None,
-                  standard: list[str], rows: progress.Task) -> None:
+                  standard: list[str], rows: progress.Task, budget: DecodeBudget) -> None:
     fs, base = card.source.filesystem()
     card.verify_file(rel)
     with fs.open_input_file(f"{base}/{rel}") as fh:
-        reader = pq.ParquetFile(fh)
-        schema_in = reader.schema_arrow
+        schema_in, batches = _part_batches(card, table, fh, budget)
         new_cols = [DIGEST_PREFIX + c for c in dict.fromkeys(p.entry.column for p in planned)]
         new_cols = [c for c in new_cols if c not in schema_in.names]
         if episode_digests is not None and "episode_digest" not in schema_in.names:
@@ -512,7 +538,7 @@ def _rewrite_file(card: Card, table: str, rel: str, planned: list[_Planned], key
         schema = _output_schema(schema_in, new_cols, standard)
         target.parent.mkdir(parents=True, exist_ok=True)
         with pq.ParquetWriter(target, schema, **PARQUET_OPTIONS) as writer:
-            for batch in _checked(card, table, lambda: reader.iter_batches(batch_size=_BATCH)):
+            for batch in batches:
                 if digests is not None:
                     digests.feed(batch)
                 if episode_digests is not None:

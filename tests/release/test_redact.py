@@ -329,3 +329,30 @@ def test_a_corrupt_column_chunk_is_the_cards_error_not_an_internal_one(tmp_path:
     assert f"rcard: {synthetic_copy}: {expected}" in result.output, result.output
     assert "internal error" not in result.output and not out.exists()
     assert not list(tmp_path.glob(".out.redacting-*"))
+
+
+def test_a_decode_bomb_is_refused_within_the_budget_as_the_reader_refuses_it(tmp_path: Path) -> None:
+    """redact decoded the tables without the reader's decode budget: a 5 KB episodes part whose
+    dictionary page holds one 40 MiB task_id (fixtures/bad parquet-decode-limit) was expanded and
+    copied row by row, taking the process past 600 MiB (scripts/card_sweep.py 300 2, case 57), where
+    every other command refuses it within the budget. Now redact refuses it the same way (exit 1)."""
+    import shutil
+    import sys
+
+    from typer.testing import CliRunner
+
+    from rollout_cards.cli import app
+    from tests.conftest import REPO
+
+    sys.path.insert(0, str(REPO / "fixtures"))
+    import bad_cards
+
+    card = tmp_path / "card"
+    shutil.copytree(FIXTURE_CARDS / "minimal", card)
+    bad_cards.PACKAGES["parquet-decode-limit"].mutate(card, tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("redact:\n  - target: steps.content\n    reason: personal data\n")
+    result = CliRunner().invoke(app, ["redact", str(card), "--spec", str(spec), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert f"rcard: {card}: the episodes table decodes to more than" in result.output, result.output
+    assert "most of it in column 'task_id'" in result.output and not (tmp_path / "out").exists()
