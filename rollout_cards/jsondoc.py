@@ -52,6 +52,7 @@ __all__ = [
     "DECODER",
     "MISS",
     "TRUNCATED",
+    "BOM_PROBLEM",
     "JsonValueError",
     "ReprFloat",
     "decoder",
@@ -66,6 +67,9 @@ __all__ = [
 ]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: What every JSON reader says of a document that starts with a UTF-8 byte-order mark (JSON text has
+#: none, RFC 8259 8.1; the decoders read it as a stray character): one wording for card.json and sources.
+BOM_PROBLEM = "starts with a byte-order mark; remove it"
 # An escape of a UTF-16 surrogate; a valid pair decodes to one character, a lone one stays.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")

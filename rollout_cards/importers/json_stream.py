@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import SourceFormatError
-from ..jsondoc import CONSTANTS_DECODER as _CONSTANTS_DECODER
-from ..jsondoc import DECODER as _DECODER
 from ..jsondoc import (
+    BOM_PROBLEM,
     MISS,
     TRUNCATED,
     fast_container,
@@ -39,6 +38,8 @@ from ..jsondoc import (
     reject_constant,
     surrogate_pointer,
 )
+from ..jsondoc import CONSTANTS_DECODER as _CONSTANTS_DECODER
+from ..jsondoc import DECODER as _DECODER
 from .compression import HEAD_BYTES, compressed_error
 
 __all__ = ["DEFAULT_MAX_VALUE_CHARS", "JsonStream", "iter_jsonl", "iter_records", "parse_json", "parse_json_items",
@@ -83,6 +84,8 @@ def _decode(data: bytes | str, decoder: json.JSONDecoder = _DECODER, *, fast: bo
     try:
         value = decoder.decode(text)
     except json.JSONDecodeError as exc:
+        if exc.pos == 0 and text.startswith("\ufeff"):  # else 'Expecting value' at character 0
+            raise ValueError(BOM_PROBLEM) from None
         raise ValueError(f"is not valid JSON at character {exc.pos}: {exc.msg}") from None
     except ValueError as exc:
         raise ValueError(f"is not valid JSON: {exc}") from None
@@ -251,6 +254,8 @@ class JsonStream:
         raw = self._fh.read(max(at_least, _CHUNK))
         if not self._head:
             self._head = raw[:HEAD_BYTES]
+            if raw.startswith(codecs.BOM_UTF8):  # else "expected '{', found '\ufeff'" or "truncated"
+                raise self._error(BOM_PROBLEM)
         try:
             text = self._decode.decode(raw, final=not raw)
         except UnicodeDecodeError as exc:
@@ -472,7 +477,8 @@ def iter_jsonl(fh: BinaryIO, name: str, *, max_line_bytes: int = DEFAULT_MAX_VAL
         except ValueError as exc:
             if number == 1 and (compressed := compressed_error(name, raw[:HEAD_BYTES])) is not None:
                 raise compressed from None
-            truncated = "" if raw.endswith(b"\n") else " (the last line has no newline: is the file truncated?)"
+            whole = raw.endswith(b"\n") or str(exc) == BOM_PROBLEM
+            truncated = "" if whole else " (the last line has no newline: is the file truncated?)"
             raise SourceFormatError(f"{exc}{truncated}", file=name, record=f"line {number}") from None
         yield number, value
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ManifestError, Problem, UnsupportedFormatError
-from ..jsondoc import decoder, may_hold_surrogate, surrogate_pointer
+from ..jsondoc import BOM_PROBLEM, decoder, may_hold_surrogate, surrogate_pointer
 from ..model._construct import construct
 from ..model.card import CardManifest
 from ..model.schemas import card_schema_problems
@@ -65,7 +65,7 @@ def load_json_document(data: bytes, source: str, *, max_bytes: int = MAX_MANIFES
             source, [Problem(f"byte {exc.start}", "is not valid UTF-8; save the file as UTF-8")]
         ) from None
     if text.startswith("\ufeff"):
-        raise ManifestError(source, [Problem("byte 0", "starts with a byte-order mark; remove it")])
+        raise ManifestError(source, [Problem("byte 0", BOM_PROBLEM)])
     try:
         document = _DECODER.decode(text)
     except _DuplicateKey as exc:

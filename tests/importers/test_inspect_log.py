@@ -66,3 +66,15 @@ def test_json_logs_and_samples_are_size_capped(tmp_path, monkeypatch):
         run_import("inspect", [SYNTHETIC], tmp_path / "b")
     assert exc.value.record == "samples[0]"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_json_log_with_a_byte_order_mark_says_so(tmp_path):
+    from typer.testing import CliRunner
+
+    from rollout_cards.cli import app
+
+    log = tmp_path / "bom.json"
+    log.write_bytes(b"\xef\xbb\xbf" + json.dumps({"eval": {"task": "t", "model": "m"}, "samples": []}).encode())
+    got = CliRunner().invoke(app, ["import", "inspect", str(log), "-o", str(tmp_path / "card")])
+    assert got.exit_code == 1, got.output
+    assert "bom.json: starts with a byte-order mark; remove it" in got.output

@@ -124,6 +124,34 @@ def test_invalid_utf8_is_refused():
         _items(b'["\xff"]')
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("read", [
+    lambda path: parse_json(path.read_bytes(), str(path)),
+    lambda path: read_document(path),
+    lambda path: read_document(path, data=path.read_bytes()),
+    lambda path: list(iter_records(path)),
+    lambda path: list(JsonStream(path.open("rb"), str(path)).object_keys()),
+    lambda path: list(iter_jsonl(path.open("rb"), str(path))),
+])
+@pytest.mark.parametrize("doc", [b'{"a": [1]}', b"[1, 2]", b'{"a": 1}\n{"a": 2}\n'])
+def test_a_byte_order_mark_is_named_as_one(tmp_path, read, doc):
+    # Before: 'is not valid JSON at character 0: Expecting value', 'ends inside a JSON value (is the
+    # file truncated?)' or "expected a JSON object '{' at character 0, found '\\ufeff'".
+    path = tmp_path / "bom.json"
+    path.write_bytes(_BOM + doc)
+    with pytest.raises(SourceFormatError, match=r"bom\.json.*: starts with a byte-order mark; remove it$"):
+        read(path)
+
+
+def test_a_byte_order_mark_inside_a_document_is_not_called_one():
+    with pytest.raises(SourceFormatError, match="not valid JSON at character 1") as exc:
+        parse_json(b" " + _BOM + b"[1]", "x.json")
+    assert "byte-order" not in str(exc.value)
+    assert _items(b'["' + _BOM + b'"]') == ["\ufeff"]  # in a string it is text
+
+
 def test_object_keys_with_a_streamed_member():
     stream = JsonStream(io.BytesIO(b'{"a": 1, "list": [1, 2, 3], "z": {"k": null}}'), "o.json")
     seen = {}
