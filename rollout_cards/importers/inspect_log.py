@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SourceFormatError
-from ..jsondoc import fast_text
+from ..jsondoc import MISS, fast_items, fast_text
 from .compression import HEAD_BYTES, compressed_error
 from .json_stream import JsonStream, parse_json, parse_json_items
 from .session import ImportSession
@@ -195,7 +195,10 @@ def _member_json(archive: SafeZip, file: str, member: str) -> tuple[Any, list[st
     """A sample, the JSON text of each of its events (kept as the steps' payloads), and whether
     it holds no NaN or Infinity float (the strict decoder reads only those literals as such)."""
     data = archive.read(member, budget=MAX_SAMPLE_BYTES, what="one Inspect sample")
-    value, items = parse_json_items(data, file, member, key="events", constants=True)
+    got = fast_items(data, "events")
+    if got is not MISS:  # msgspec refuses NaN and Infinity: no need to search 50 MB of samples for them
+        return got[0], got[1], True, False
+    value, items = parse_json_items(data, file, member, key="events", constants=True, fast=False)
     return value, items, b"NaN" not in data and b"Infinity" not in data, False
 
 

@@ -84,3 +84,39 @@ def test_floats_of_a_json_log_are_written_as_the_stdlib_encoder_writes_them(tmp_
     assert fast.episodes().equals(slow.episodes())
     payloads = " ".join(p for p in fast.steps().column("payload").to_pylist() if p)
     assert '"total_cost":2.65e-05' in payloads and '"y":1e+22' in payloads and '"x":1e-07' in payloads
+
+
+def test_an_eval_events_payload_is_its_source_text_even_with_nan_in_a_string(tmp_path):
+    """Inspect's random ids hold 'NaN' (ZNaNwDB5inMAf9LzyhCRTo in the mcq log of 0.3.285): such an event's
+    payload was re-encoded (sorted keys) while every other kept the member's text. A member msgspec
+    decodes has no NaN or Infinity number, so every event keeps its text; in a member with a NaN
+    literal (read by the strict decoder), an event whose text may hold one is encoded (JSON has no
+    NaN: as "NaN"), the others keep theirs."""
+    import json
+    import zipfile
+
+    from tests.importers.conftest import SOURCES
+
+    log = json.loads((SOURCES / "inspect" / "synthetic.json").read_text())
+    samples = log.pop("samples")[:2]
+    texts = []
+    with zipfile.ZipFile(tmp_path / "nan.eval", "w") as zf:
+        zf.writestr("header.json", json.dumps(log))
+        for n, sample in enumerate(samples):
+            sample["events"][0]["id_note"] = "ZNaNwDB5 Infinity"  # 'NaN' and 'Infinity' in a string
+            if n:
+                sample["events"][-1]["nan_value"] = float("nan")
+            items = [json.dumps(ev, allow_nan=True) for ev in sample["events"]]
+            member = f'{{"id": {json.dumps(sample["id"])}, "epoch": {sample["epoch"]}, "events": [{", ".join(items)}]}}'
+            zf.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", member)
+            texts.append(items)
+    _, card = run_import("inspect", [tmp_path / "nan.eval"], tmp_path / "card")
+    steps = card.steps().to_pylist()
+    payloads = [{s["payload"] for s in steps if s["episode_id"].endswith(f"/{sample['id']}/{sample['epoch']}")}
+                for sample in samples]
+    clean = [t for t in texts[0] if '"event": "tool"' not in t]  # a tool event's payload is without its result
+    assert clean and all(t in payloads[0] for t in clean)  # incl. the one with 'NaN' in a string (the old code:
+    # '{"event":"sample_init","id_note":"ZNaNwDB5 Infinity",...}', sorted and compact)
+    assert all(t in payloads[1] for t in texts[1][1:-1] if '"event": "tool"' not in t)
+    assert texts[1][0] not in payloads[1] and texts[1][-1] not in payloads[1]
+    assert any(p and '"nan_value":"NaN"' in p for p in payloads[1])
