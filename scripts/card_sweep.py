@@ -351,7 +351,9 @@ def manifest_sweep(root: Path, key: Path) -> tuple[int, int]:
                     if problems:
                         bad += 1
                         print(f"BAD manifest {base} {'/'.join(map(str, path))} = {raw[:40]}: rcard {argv[0]}: "
-                              f"{'; '.join(problems)}\n    " + text[-400:].replace("\n", "\n    "), flush=True)
+                              f"{'; '.join(problems)}\n    " + "\n    ".join(
+                                  [line for line in text.splitlines() if "crashed" in line or "internal" in line]
+                                  + [text[-400:]]), flush=True)
     return n, bad
 
 
