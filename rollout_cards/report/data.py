@@ -10,7 +10,6 @@ Everything returned is plain data; `page.py` turns it into HTML.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._threads import Background
 from ..errors import RuleError
 from ..io.reader import Card, open_card
 from ..model.rule import Reduce, ReduceWith, Rule
@@ -104,7 +104,7 @@ def gather(
     opened = open_card(card)
     # The validator reads its own copy of the card: it runs beside the rescore and the
     # sample, whose scans spend most of their time in Arrow with the GIL released.
-    validation = _Background(_validation, card, public_key, signature) if check else None
+    validation = Background(_validation, card, public_key, signature, name="rcard-report-validate") if check else None
     report = rescore(opened, list(rules), seed=seed)  # a bad rule raises here, without waiting
     data = ReportData(
         rescore=report,
@@ -117,31 +117,6 @@ def gather(
     )
     data.validation = validation.result() if validation is not None else None
     return data
-
-
-class _Background:
-    """`fn(*args)` on a daemon thread. When the report fails before it needs the result, the
-    error reaches the user at once and the process exits without joining the thread (a
-    worker of a ThreadPoolExecutor would be joined first: a whole validation of a large card)."""
-
-    def __init__(self, fn: Any, *args: Any) -> None:
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn, *args), name="rcard-report-validate",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Any, *args: Any) -> None:
-        try:
-            self._result = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
-            self._error = exc
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
 
 
 def _validation(card: str | os.PathLike[str], public_key: str | os.PathLike[str] | None,

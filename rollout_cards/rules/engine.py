@@ -18,11 +18,7 @@ all episodes, so a group that `select` empties is still shown, with n = 0.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import os
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .._threads import Background
 from ..errors import RuleError
 from ..expr import Expression, parse_expression
 from ..io.decode import variable_width
@@ -280,41 +277,14 @@ def apply_rule(
     factors = None
     if plan.features:
         if steps is not None:
-            factors = _Background(partition_factors, plan, table)
+            # on the core the scan's decoding leaves idle near its end (nice), not in the tail
+            factors = Background(partition_factors, plan, table, name="rollout-cards-scoring", nice=10)
             computed = compute_features(steps, plan.features, episodes=table)
         else:
             computed = step_features(card, rule, plan.features, table)
         table = attach_features(table, computed, plan.features)
     return merge_partitions(plan, [run_partition(plan, table, keep=True,
                                                  factors=factors.result() if factors is not None else None)])
-
-
-class _Background:
-    """`fn(*args)` on a thread of its own, at a lower priority (Linux: the thread's nice value):
-    the scoring's factors are made while the step scan runs, on the core the scan's decoding
-    leaves idle near its end, instead of in the serial tail after it, without taking a core
-    from the scan's own threads. `result()` waits for it and raises what it raised."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any):
-        self._out: list[Any] = []
-        self._thread = threading.Thread(target=self._run, args=(fn, args), name="rollout-cards-scoring", daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        if sys.platform == "linux":  # (a thread's id is a task id there; elsewhere it could name a process)
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        try:
-            self._out.append((True, fn(*args)))
-        except BaseException as exc:  # noqa: BLE001 - raised by result(), on the caller's thread
-            self._out.append((False, exc))
-
-    def result(self) -> Any:
-        self._thread.join()
-        ok, value = self._out[0]
-        if not ok:
-            raise value
-        return value
 
 
 def _episodes(card: Any, plan: _Plan) -> pa.Table:

@@ -256,7 +256,7 @@ def test_factors_made_ahead_give_the_same_run():
     """apply_rule makes status / group / strata / unit factors from the episodes while the step
     scan runs (partition_factors, on a thread); run_partition given them, or given factors of
     other rows (ignored), gives the run it gives alone."""
-    from rollout_cards.rules.engine import _Background
+    from rollout_cards._threads import Background
     from rollout_cards.rules.scoring import partition_factors
 
     card = rc.open(FIXTURE_CARDS / "synthetic")
@@ -269,7 +269,7 @@ def test_factors_made_ahead_give_the_same_run():
             alone = merge_partitions(plan, [run_partition(plan, table, keep=True)])
         except RolloutCardError:
             continue
-        ahead = _Background(partition_factors, plan, episodes).result()
+        ahead = Background(partition_factors, plan, episodes).result()
         assert ("status",) in ahead
         other = partition_factors(plan, episodes.slice(1))
         for factors in (ahead, other):
@@ -280,7 +280,7 @@ def test_factors_made_ahead_give_the_same_run():
 
 
 def test_an_error_made_ahead_is_raised_by_result():
-    from rollout_cards.rules.engine import _Background
+    from rollout_cards._threads import Background
 
     def fails() -> None:
         raise RuleError("no", file="r.yaml", key="score")
@@ -288,4 +288,4 @@ def test_an_error_made_ahead_is_raised_by_result():
     from rollout_cards.errors import RuleError
 
     with pytest.raises(RuleError, match="no"):
-        _Background(fails).result()
+        Background(fails).result()
