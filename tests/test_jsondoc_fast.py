@@ -222,8 +222,12 @@ def test_a_long_digit_run_is_found_at_every_alignment_of_the_sampled_search(run)
             for after in (b"", b",", b".5", b"e5", b"," + b"7" * 19):
                 data = b" " * lead + before + b"9" * run + after
                 expected = _long_run_reference(data)
-                assert _long_integer(data) is expected, data
-                assert _long_integer(memoryview(b"[" + data)[1:]) is expected, data
+                assert _long_integer(data) is expected, data  # short: every byte is scanned
+                # long (as a document is): only the bytes around the sampled places are
+                padded = data + b" " * 4096
+                assert _long_integer(padded) is expected, data
+                assert _long_integer(memoryview(b"[" + padded)[1:]) is expected, data
+                assert _long_integer(b"x" * 4096 + data + b"x" * 4096) is expected, data
 
 
 def test_the_sampled_search_agrees_with_a_plain_scan_on_random_digit_texts():
@@ -231,6 +235,9 @@ def test_the_sampled_search_agrees_with_a_plain_scan_on_random_digit_texts():
     for _ in range(4000):
         data = bytes(rng.choice(b"0123456789" * 4 + b".,e -") for _ in range(rng.randint(0, 90)))
         assert _long_integer(data) is _long_run_reference(data), data
+        # in a long text of few digits, as the sampled windows see it
+        spaced = b" ".join([data, b"a" * rng.randint(0, 3000), data[::-1], b"b" * 3000])
+        assert _long_integer(spaced) is _long_run_reference(spaced), spaced
 
 
 def test_an_inspect_like_sample_takes_the_fast_path_with_its_event_texts():
