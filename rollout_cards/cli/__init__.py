@@ -225,10 +225,22 @@ def _with_example(command: Any, name: str) -> None:
         command.help = f"{(command.help or '').rstrip()}\n\nExample: {example}"
 
 
+# typer 0.29 labels a value by its Python annotation; help shows what to type instead.
+_PLAIN_TYPES = {"str": "text", "int": "integer", "float": "number", "int range": "integer", "float range": "number"}
+
+
+def _plain_label(label: str) -> str:
+    inner = label.removeprefix("<").removesuffix(">")
+    listed = inner.startswith("list[")
+    inner = inner.removeprefix("list[").removesuffix("]") if listed else inner
+    return f"<{_PLAIN_TYPES.get(inner, inner.lower())}>" + ("..." if listed else "")
+
+
 def _readable_metavars(command: Any) -> Any:
-    """Help without Python type names: typer 0.29 shows `<bool>` for flags (and --help) and
-    `<list[Path]>` for repeatable ones; flags get no placeholder, lists the element's
-    (`<path>...`). Applied once to the command tree before it runs."""
+    """Help without Python type names: typer 0.29 shows `<bool>` for flags (and --help),
+    `<list[Path]>` for repeatable ones and `<str>`/`<int range>` for values; flags get no
+    placeholder, lists the element's (`<path>...`), values a plain word (`<text>`, `<integer>`).
+    Applied once to the command tree before it runs."""
     for name, sub in getattr(command, "commands", {}).items():
         _with_example(sub, name)
         _readable_metavars(sub)
@@ -240,13 +252,15 @@ def _readable_metavars(command: Any) -> Any:
             continue
         if getattr(param, "is_flag", False) or getattr(param, "is_bool_flag", False):
             param.metavar = ""
-        elif (getattr(param, "multiple", False) or param.nargs == -1) and hasattr(param, "display_type"):
-            inner = param.display_type(ctx).removeprefix("<list[").removesuffix("]>").lower()
+        elif hasattr(param, "display_type"):
+            label = _plain_label(param.display_type(ctx))
+            if (param.multiple or param.nargs == -1) and not label.endswith("..."):
+                label += "..."
             if isinstance(param, typer.core.TyperArgument):
                 # An argument's metavar would rename it in the usage line; override its type label.
-                param.display_type_rich = lambda ctx, _label=f"<{inner}>...": _label
+                param.display_type_rich = lambda ctx, _label=label: _label
             else:
-                param.metavar = f"<{inner}>..."
+                param.metavar = label
     return command
 
 
