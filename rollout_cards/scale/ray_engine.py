@@ -28,6 +28,7 @@ import contextlib
 import functools
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -79,7 +80,8 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     `address`, or a local one with this machine's cores (shut down on exit); quiet logs."""
     ray = import_ray()
     if ray.is_initialized():
-        yield ray
+        with driver_output_to_stderr():
+            yield ray
         return
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                "logging_level": logging.ERROR}
@@ -91,11 +93,43 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise EngineError(f"cannot start {where}: {str(exc).splitlines()[0][:200]}") from None
+    with driver_output_to_stderr():  # around shutdown too: it prints what was held back
+        try:
+            quiet_data_context(ray)
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+@contextlib.contextmanager
+def driver_output_to_stderr() -> Iterator[None]:
+    """Every line Ray's driver prints on its own goes to stderr while this runs.
+
+    Ray's driver prints the error messages the cluster pushes to it (`(raylet) Task ... failed.
+    There are N retries remaining`, a worker's death) on sys.stdout from a thread of its own,
+    whatever `log_to_driver` says, and so interleaves them with a command's output (a rescore's
+    JSON). All of them go through `ray._private.worker.print_worker_logs(data, file)`, which is
+    private: when a Ray release moves it, nothing is changed here and tests/scale catches it.
+    """
     try:
-        quiet_data_context(ray)
-        yield ray
+        from ray._private import worker as ray_worker
+    except ImportError:
+        yield
+        return
+    printer = getattr(ray_worker, "print_worker_logs", None)
+    if printer is None or getattr(printer, "_to_stderr", False):  # absent, or already routed
+        yield
+        return
+
+    def to_stderr(data: Any, print_file: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return printer(data, sys.stderr, *args, **kwargs)
+
+    to_stderr._to_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_worker_logs = to_stderr
+    try:
+        yield
     finally:
-        ray.shutdown()
+        ray_worker.print_worker_logs = printer
 
 
 def quiet_data_context(ray: Any) -> None:

@@ -4,6 +4,8 @@ worker CPUs (one session for the module: Ray starts slowly); its errors are the 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -314,6 +316,27 @@ def test_a_killed_worker_is_retried_and_the_numbers_stay(ray_session, tmp_path, 
     ray = run_killing(task, lambda: render(rescore(card, rules, engine="ray"), "json"))
     if ray is not None:
         assert ray == local
+
+
+@pytest.mark.slow
+def test_rays_retry_messages_go_to_stderr_and_stdout_is_only_the_json(ray_session, tmp_path, feature_rules):
+    """`rcard rescore --engine ray -f json` in its own process (its own Ray) while a worker is
+    killed: Ray's driver prints `(raylet) Task ... failed. There are N retries remaining` on
+    stdout whatever log_to_driver says; stdout must hold the JSON alone, and Ray's lines stderr."""
+    episodes = [{"episode_id": f"e{i:05d}", "task_id": f"t{i % 50}", "agent": ["alpha", "beta"][i % 2],
+                 "status": "completed"} for i in range(2000)]
+    steps = [{"episode_id": e["episode_id"], "seq": s, "kind": "tool_call", "name": NAMES[s % 3]}
+             for e in episodes for s in range(20)]
+    with pytest.MonkeyPatch.context() as mp:
+        card = reblocked(build_card(tmp_path / "src", episodes, steps), tmp_path / "card", 200, mp)
+    args = [sys.executable, "-m", "rollout_cards", "rescore", str(card.path), "-r", str(feature_rules[0]),
+            "-f", "json"]
+    local = subprocess.run(args, capture_output=True, text=True, check=True)
+    ray = run_killing("_step_blocks", lambda: subprocess.run([*args, "--engine", "ray"], capture_output=True,
+                                                             text=True, timeout=300))
+    assert ray.returncode == 0, ray.stderr[-2000:]
+    assert "retries remaining" in ray.stderr, ray.stderr[-2000:]
+    assert ray.stdout == local.stdout, ray.stdout[:2000]
 
 
 def test_a_packed_card_is_read_in_place_by_the_workers(ray_session, synthetic_in_blocks, tmp_path, feature_rules):
