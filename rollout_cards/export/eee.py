@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 from ..errors import ExportError
 from ..io.targets import directory_target, local_paths
 from ..rules.engine import apply_rule
-from ..rules.loader import declared_rules, load_rule
+from ..rules.loader import declared_rules, read_rule
 from ..rules.results import GroupResult, RuleRun
 from ..stats import zero_event_upper_bound
 from ..version import __version__
@@ -116,7 +116,7 @@ def _rules(card: Any, rules: Sequence[str] | None) -> list[tuple[Any, str | None
     if not rules:
         return declared
     by_id = {r.rule: (r, f) for r, f in declared}
-    return [by_id[r] if r in by_id else (load_rule(r), str(r)) for r in rules]
+    return [by_id[r] if r in by_id else read_rule(r) for r in rules]
 
 
 def _metric_config(rule: Any, run: RuleRun, binary: bool) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import CardFormatError, RuleError
 from ..io.targets import file_target, local_paths, open_output
 from ..rules.engine import apply_rule
-from ..rules.loader import declared_rules, load_rule
+from ..rules.loader import declared_rules, read_rule
 
 __all__ = ["export_inspect_scores", "score_records"]
 
@@ -36,7 +36,7 @@ def _rule(card: Any, rule: str) -> tuple[Any, str | None]:
     for declared, file in declared_rules(card):
         if declared.rule == rule:
             return declared, file
-    return load_rule(rule), str(rule)
+    return read_rule(rule)
 
 
 def _epoch(card: Any, row: dict[str, Any]) -> int:

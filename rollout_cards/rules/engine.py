@@ -50,6 +50,7 @@ from .features import (
     step_batches,
 )
 from .grouping import Factor, label_sort_key
+from .loader import located
 from .results import GroupComparison, GroupResult, RuleRun
 from .scoring import (
     PartitionRun,
@@ -260,8 +261,17 @@ def apply_rule(
     with other rules); `step_features` computes the step features (default: in this
     process; rollout_cards.scale runs the same kernels on Ray). Raises RuleError / ExpressionError for a rule that does not fit
     the card (unknown column, type error, k larger than the attempts, an interval
-    method that cannot apply), always naming the file and the key.
+    method that cannot apply), always naming the file and the key, and the key's line when
+    `file` is a `loader.RuleFile` (as `loader.read_rule` gives it).
     """
+    try:
+        return _apply(card, rule, file, seed, keep_columns, step_features)
+    except RuleError as exc:
+        raise located(exc, file) from None
+
+
+def _apply(card: Any, rule: Rule, file: str | None, seed: int | None, keep_columns: Sequence[str],
+           step_features: StepFeatures | None) -> RuleRun:
     plan = _plan(card, rule, file, seed, keep_columns)
     steps = None
     if plan.features and step_features is None:

@@ -24,7 +24,8 @@ from ..regular_files import NotRegularFileError, open_regular
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from ..yamldoc import dotted as _dotted
 
-__all__ = ["MAX_RULE_BYTES", "columns_read", "declared_rules", "line_of_key", "load_rule", "parse_rule"]
+__all__ = ["MAX_RULE_BYTES", "RuleFile", "columns_read", "declared_rules", "line_of_key", "load_rule", "located",
+           "parse_rule", "read_rule"]
 
 _Path = YamlPath
 
@@ -156,13 +157,43 @@ def _line_of(path: _Path, lines: dict[_Path, int]) -> int | None:
     return lines.get(())
 
 
+class RuleFile(str):
+    """The name of a rule file that knows the YAML line of each of its keys (`lines`, the strict
+    loader's map): an error raised where the rule meets a card (an unknown column, a type error)
+    knows only its key, and `located` gives it the line, as the validator's findings have it."""
+
+    lines: dict[_Path, int]
+
+    def __new__(cls, name: str, lines: dict[_Path, int] | None = None) -> RuleFile:
+        named = super().__new__(cls, name)
+        named.lines = lines or {}
+        return named
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles to Ray's workers with its lines
+        return (RuleFile, (str(self), self.lines))
+
+
+def located(exc: RuleError, file: str | None) -> RuleError:
+    """`exc` naming the line of its key in `file` (a `RuleFile`) when it names the key only."""
+    lines = getattr(file, "lines", None)
+    if not lines or exc.line is not None or not exc.key or exc.file is None or str(exc.file) != str(file):
+        return exc
+    line = line_of_key(exc.key, lines)
+    message = str(exc)
+    if line is None or not message.startswith(f"{file}: "):
+        return exc
+    exc.line = line
+    exc.args = (f"{file}:{line}: {message[len(file) + 2:]}",)
+    return exc
+
+
 def parse_rule(text: str, *, file: str | None = None, parsed: tuple[Any, dict[_Path, int]] | None = None) -> Rule:
     """Validate the YAML `text` of a rule file into a `Rule`; `file` names it in errors.
 
     Every expression is parsed too, so a malformed one fails here, with its key and
     line; names are checked against the card's columns when the rule is applied.
     `parsed` is `load_strict_yaml(text)` when the caller already has it (the validator),
-    so the text is not parsed twice.
+    so the text is not parsed twice. A `RuleFile` `file` is given the file's lines.
     """
     if len(text.encode("utf-8", errors="surrogatepass")) > MAX_RULE_BYTES:
         raise RuleError(
@@ -170,6 +201,8 @@ def parse_rule(text: str, *, file: str | None = None, parsed: tuple[Any, dict[_P
             file=file,
         )
     data, lines = parsed if parsed is not None else _read_yaml(text, file)
+    if isinstance(file, RuleFile):
+        file.lines = lines
     if not isinstance(data, dict):
         found = "an empty file" if data is None else type(data).__name__
         raise RuleError(
@@ -202,14 +235,20 @@ def load_rule(source: str | os.PathLike[str] | Rule) -> Rule:
 
     Raises RuleError for a missing, oversized, non-UTF-8 or invalid file.
     """
+    return read_rule(source)[0]
+
+
+def read_rule(source: str | os.PathLike[str] | Rule) -> tuple[Rule, str | None]:
+    """`load_rule(source)` and the name to pass as `file=` where it is applied: a `RuleFile`
+    for a rule file (so errors there name their line), the `lib:` name, or None for a `Rule`."""
     if isinstance(source, Rule):
-        return source
+        return source, None
     if str(source).startswith("lib:"):
         from .library import library_rule  # the library parses its files with this module
 
-        return library_rule(str(source)).rule
+        return library_rule(str(source)).rule, str(source)
     path = Path(source)
-    name = str(source)
+    name = RuleFile(str(source))
     try:
         with open_regular(path) as fh:
             data = fh.read(MAX_RULE_BYTES + 1)
@@ -232,23 +271,23 @@ def load_rule(source: str | os.PathLike[str] | Rule) -> Rule:
         raise RuleError(
             f"byte {exc.start} is not valid UTF-8; save the file as UTF-8", file=name
         ) from None
-    return parse_rule(text, file=name)
+    return parse_rule(text, file=name), name
 
 
-class CardRuleFile(str):
+class CardRuleFile(RuleFile):
     """The name of a rule file inside a card (`rules/<id>.yaml`) that knows the card's name
     (`card`): a RuleError naming it, wherever the rule is read or applied, is about the card's
     own rule (`RuleError.card`), so the card is invalid input, not the request a usage error."""
 
     card: str
 
-    def __new__(cls, rel: str, card: str) -> CardRuleFile:
-        name = super().__new__(cls, rel)
+    def __new__(cls, rel: str, card: str, lines: dict[_Path, int] | None = None) -> CardRuleFile:
+        name = super().__new__(cls, rel, lines)
         name.card = card
         return name
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickles to Ray's workers with its card
-        return (CardRuleFile, (str(self), self.card))
+        return (CardRuleFile, (str(self), self.card, self.lines))
 
 
 def declared_rules(card: Any) -> list[tuple[Rule, str]]:

@@ -26,7 +26,7 @@ from ..stats._common import check_level, jsonable
 from ..stats.power import minimum_detectable_effect, variance_components
 from ..stats.units import align_units
 from .engine import apply_rule, unit_stats_on
-from .loader import load_rule
+from .loader import read_rule
 
 __all__ = ["PowerReport", "PowerResult", "power_analysis"]
 
@@ -91,7 +91,7 @@ MAX_POWER_PAIRS = 10_000
 
 
 def _rule_of(source: Rule | str | os.PathLike[str]) -> tuple[Rule, str | None]:
-    return (source, None) if isinstance(source, Rule) else (load_rule(source), str(source))
+    return read_rule(source)
 
 
 def power_analysis(

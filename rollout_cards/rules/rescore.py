@@ -27,7 +27,7 @@ from ..stats.pvalues import ADJUSTMENTS, adjust
 from ..stats.ranks import bootstrap_ranks, point_ranks, tied_sets
 from .aggregation import group_difference, paired
 from .engine import Observations, apply_rule, observation_unit, unit_stats_on
-from .loader import declared_rules, load_rule
+from .loader import declared_rules, read_rule
 from .replay import check_reported
 from .results import RankChange, Ranking, RescoreReport, RuleDifference, RuleRun
 
@@ -42,13 +42,7 @@ RuleSource = Rule | str | os.PathLike[str]
 
 
 def _alternatives(rules: Iterable[RuleSource]) -> list[tuple[Rule, str | None]]:
-    out = []
-    for source in rules:
-        if isinstance(source, Rule):
-            out.append((source, None))
-        else:
-            out.append((load_rule(source), str(source)))
-    return out
+    return [read_rule(source) for source in rules]
 
 
 def _keep_columns(rules: Sequence[Rule]) -> list[str]:

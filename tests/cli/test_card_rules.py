@@ -52,10 +52,12 @@ def test_the_cards_own_rule_failing_on_its_data_is_invalid_input(tmp_path, kind)
     card, _ = _with_score(tmp_path, array)
     out = tmp_path / "out"
     out.mkdir()
+    # the line of `score:` in the rule file, as an editor shows it (not the loader's map)
+    line = 1 + [t.split(":")[0] for t in (card / RULE).read_text().splitlines()].index("score")
     for args in _commands(card, out):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 1, (args, result.output)
-        assert f"{card}: {RULE}: score:" in result.output, (args, result.output)
+        assert f"{card}: {RULE}:{line}: score:" in result.output, (args, result.output)
         assert f"`rcard validate {card}`" in result.output
         assert "internal error" not in result.output and "Traceback" not in result.output
     assert not [p for p in out.rglob("*") if p.is_file()]  # nothing written
@@ -76,7 +78,7 @@ def test_an_alternative_rule_that_does_not_fit_stays_a_usage_error(tmp_path):
     rule.write_text("rule: alt\nscore: task_id\naggregate:\n  group_by: [agent]\n")
     result = CliRunner().invoke(app, ["rescore", str(FIXTURE_CARDS / "synthetic"), "--rule", str(rule)])
     assert result.exit_code == 2, result.output
-    assert f"{rule}: score: expected a number" in result.output and "the card declares" not in result.output
+    assert f"{rule}:2: score: expected a number" in result.output and "the card declares" not in result.output
 
 
 def test_the_card_rule_file_name_keeps_its_card_through_pickling():

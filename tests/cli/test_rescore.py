@@ -73,3 +73,28 @@ def test_the_console_script_runs_without_a_traceback():
         capture_output=True, text=True, cwd=REPO,
     )
     assert out.returncode == 2 and "reduce.k" in out.stderr and "Traceback" not in out.stderr
+
+
+APPLY_ERRORS = {  # rule text, the key the error names, a text on the key's line, what it says
+    "unknown_column": ("rule: t.unknown\n# a comment\n\nscore: \"score.nonexistent\"\naggregate: {group_by: [agent]}\n",
+                       "score", 'score: "score.nonexistent"', "unknown column 'score.nonexistent'"),
+    "type_error": ("rule: t.types\n\nfeatures:\n  n:\n    from: steps\n    where: \"kind + 1 == 2\"\n    agg: count\n"
+                   "score: \"n\"\naggregate:\n  group_by: [agent]\n",
+                   "features.n.where", 'where: "kind + 1 == 2"', "cannot apply '+' to string and int64"),
+    "group_by": ("rule: t.group\nscore: \"1\"\naggregate:\n  interval: {method: wilson}\n  group_by:\n    - nosuch\n",
+                 "aggregate.group_by", "group_by:", "unknown column 'nosuch'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(APPLY_ERRORS))
+def test_an_error_applying_a_rule_names_the_rule_files_line(tmp_path, case):
+    """Names are checked where the rule meets the card, after the rule file was read: the error
+    knew its key only (`R.yaml: score: unknown column`), while `rcard validate` names the line."""
+    text, key, on_line, says = APPLY_ERRORS[case]
+    rule = tmp_path / "r.yaml"
+    rule.write_text(text)
+    line = 1 + [on_line in t for t in text.splitlines()].index(True)  # as an editor numbers it
+    result = invoke(str(FIXTURE_CARDS / "synthetic"), "--rule", str(rule))
+    assert result.exit_code == 2, result.output
+    assert f"{rule}:{line}: {key}: " in result.output and says in result.output, result.output
+    assert "Traceback" not in result.output
