@@ -108,7 +108,7 @@ class _State:
         self.filters_by_order = 0
 
     def finish(self, session: ImportSession) -> None:
-        session.set_plan({"expected_episodes": self.expected + len(session.malformed),
+        session.set_plan({"expected_episodes": self.expected,
                           "description": "n-samples.effective of every task of each results file (x its filters)"})
         if self.missing_tasks:
             session.add_drop(target="episodes", action="unobserved", declaration="source_missing",
@@ -176,8 +176,10 @@ def _import_run(session: ImportSession, state: _State, this: Run, run: dict[str,
         else:
             state.expected += effective
             state.missing_tasks.append((task, effective))
-    if not n_samples:  # no plan in the results: what the samples files hold
+    if not n_samples:  # no plan in the results: what the samples files hold, read or left out (--keep-going)
+        files = {str(path) for path, _ in run["samples"].values()}
         state.expected += sum(len(v) for (t, f, m), v in values.items() if m == _first_metric(values, t, f))
+        state.expected += sum(1 for bad in session.malformed if bad.file in files)
     artifact = None
     if "results" in run:
         artifact = session.add_artifact(run["results"][0].read_bytes())

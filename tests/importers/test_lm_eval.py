@@ -281,3 +281,28 @@ def test_a_results_file_without_samples_says_log_samples(tmp_path):
     with pytest.raises(SourceFormatError, match="--log_samples") as err:
         run_import("lm-eval", [tmp_path / "run"], tmp_path / "card")
     assert "results_2025-03-11T18-58-19.682249.json" in str(err.value)
+
+
+@pytest.mark.parametrize("plan", ["n-samples", "none"])
+def test_keep_going_plans_the_samples_the_results_report_not_one_more_per_bad_line(tmp_path, plan):
+    """n-samples.effective already counts a sample whose line is malformed; the plan added every
+    malformed record on top (61 planned, 59 imported + 1 dropped: plan-episode-missing)."""
+    import shutil
+
+    root = tmp_path / "run"
+    shutil.copytree(external(RUN), root)
+    results_file = next(root.glob("results_*.json"))
+    results = json.loads(results_file.read_text())
+    if plan == "none":
+        del results["n-samples"]
+        results_file.write_text(json.dumps(results))
+    files = sorted(root.glob("samples_*.jsonl"))
+    lines = [x for p in files for x in p.read_text().splitlines() if x.strip()]
+    text = files[0].read_text().splitlines(keepends=True)
+    text[12] = text[12].replace('"doc_id"', '"bad": "\\ud800", "doc_id"', 1)
+    files[0].write_text("".join(text))
+    result, card = run_import("lm-eval", [root], tmp_path / "card", keep_going=True)
+    planned = sum(c["effective"] for c in results["n-samples"].values()) if plan == "n-samples" else len(lines)
+    assert card.manifest.plan.expected_episodes == planned == 60
+    assert result.episodes == 59 and len(result.malformed) == 1
+    assert_valid(tmp_path / "card")
