@@ -335,8 +335,28 @@ def test_rays_retry_messages_go_to_stderr_and_stdout_is_only_the_json(ray_sessio
     ray = run_killing("_step_blocks", lambda: subprocess.run([*args, "--engine", "ray"], capture_output=True,
                                                              text=True, timeout=300))
     assert ray.returncode == 0, ray.stderr[-2000:]
-    assert "retries remaining" in ray.stderr, ray.stderr[-2000:]
     assert ray.stdout == local.stdout, ray.stdout[:2000]
+    if "retries remaining" not in ray.stderr:
+        # Under load the kill can land after the task ended: no retry, nothing to route (the
+        # routing itself is tested without timing by the test below).
+        pytest.skip("the killed worker had no task left to retry; Ray printed no retry line")
+
+
+def test_rays_driver_printer_writes_to_stderr_inside_a_session(capsys):
+    """Ray calls print_worker_logs(data, sys.stdout) for the messages the cluster pushes; inside
+    driver_output_to_stderr they reach stderr, and the printer is restored after."""
+    from ray._private import worker as ray_worker
+
+    from rollout_cards.scale.ray_engine import driver_output_to_stderr
+
+    data = {"pid": "raylet", "ip": "127.0.0.1", "is_err": False, "task_name": None, "actor_name": None,
+            "lines": ["Task _step_blocks failed. There are 3 retries remaining."]}
+    before = ray_worker.print_worker_logs
+    with driver_output_to_stderr(), driver_output_to_stderr():  # nested sessions route once
+        ray_worker.print_worker_logs(data, sys.stdout)
+    got = capsys.readouterr()
+    assert "retries remaining" in got.err and got.out == ""
+    assert ray_worker.print_worker_logs is before
 
 
 def test_a_packed_card_is_read_in_place_by_the_workers(ray_session, synthetic_in_blocks, tmp_path, feature_rules):
