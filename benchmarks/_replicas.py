@@ -134,10 +134,11 @@ def _source(work: Path, fmt: str, n: int) -> Path:
 
 
 def replica_bench(formats: list[str], sizes: list[int], repeats: int, run: Callable[[str, Path, Path], dict],
-                  *, keep: bool = False) -> int:
+                  *, keep: bool = False, before: Callable[[str, Path, Path], dict] | None = None) -> int:
     """Import replicas of each format at each size, each run in a fresh process, the baseline and
     the import interleaved round by round (so the shared machine's load falls on both alike);
-    print medians of the rounds, CPU seconds, peak RSS, ratios and the issue's targets."""
+    print medians of the rounds, CPU seconds, peak RSS, ratios and the issue's targets. `before`:
+    also the import by other code (`--baseline DIR`), in the same rounds: before/now ratios."""
     work = WORK / "import-replicas"
     work.mkdir(parents=True, exist_ok=True)
     out = work / "card"
@@ -146,8 +147,8 @@ def replica_bench(formats: list[str], sizes: list[int], repeats: int, run: Calla
     runs: dict[tuple[str, int, str], list[dict]] = {}
     for _ in range(repeats):
         for (fmt, n), source in sources.items():
-            for mode in ("load-replica", f"import:{fmt}"):
-                r = run(mode, source, out)
+            for mode in ("load-replica", f"import:{fmt}", *((f"before:{fmt}",) if before else ())):
+                r = before(f"import:{fmt}", source, out) if mode.startswith("before:") else run(mode, source, out)
                 runs.setdefault((fmt, n, mode), []).append(r)
                 print(f"  {fmt} {n:,} {mode}: {r['seconds']:.1f} s, {r['cpu_seconds']:.2f} CPU s, "
                       f"{r['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
@@ -162,7 +163,10 @@ def replica_bench(formats: list[str], sizes: list[int], repeats: int, run: Calla
         print(row("", "wall s", "episodes/s", "CPU s", "eps/CPU-s", "RSS MB", widths=widths))
         medians = {}
         for n in sizes:
-            for label, mode in (("json.load + yaml of every file", "load-replica"), ("rcard import", f"import:{fmt}")):
+            labelled = [("json.load + yaml of every file", "load-replica"), ("rcard import", f"import:{fmt}")]
+            if before:
+                labelled.append(("rcard import, baseline code", f"before:{fmt}"))
+            for label, mode in labelled:
                 rs = runs[(fmt, n, mode)]
                 m = {"seconds": statistics.median(r["seconds"] for r in rs),
                      "cpu": statistics.median(r["cpu_seconds"] for r in rs),
@@ -175,6 +179,13 @@ def replica_bench(formats: list[str], sizes: list[int], repeats: int, run: Calla
                                           zip(runs[(fmt, n, "load-replica")], runs[(fmt, n, f"import:{fmt}")], strict=True))
             print(f"  {n:,}: import / baseline {ours['seconds'] / base['seconds']:.2f}x wall, {cpu_ratio:.2f}x CPU "
                   f"(median of the rounds' ratios), {ours['rss'] / base['rss']:.2f}x RSS; {ours['steps']:,} steps")
+            if before:
+                then = runs[(fmt, n, f"before:{fmt}")]
+                gain = [b["cpu_seconds"] / a["cpu_seconds"] for a, b in zip(runs[(fmt, n, f"import:{fmt}")], then,
+                                                                           strict=True)]
+                print(f"  {n:,}: baseline code / now: CPU {statistics.median(gain):.2f}x (rounds "
+                      f"{', '.join(f'{x:.2f}' for x in gain)}), peak RSS {medians[(n, f'before:{fmt}')]['rss']:.0f} "
+                      f"-> {ours['rss']:.0f} MB")
         (n0, n1), key = (sizes[0], sizes[-1]), f"import:{fmt}"
         a, b = medians[(n0, key)], medians[(n1, key)]
         if n1 > n0:

@@ -23,7 +23,8 @@ format is imported and read by the baseline a user would pick (`json.load` of ev
 `yaml.safe_load` of the exit statuses), interleaved round by round (`--repeats`, default 3),
 each in a fresh process; it prints wall and CPU seconds, episodes per second of each, peak RSS,
 the import/baseline ratios, the flatness from 5k to 20k and the issue's targets (>= 2,000
-episodes/s, peak RSS < 500 MB). The machine's load average is printed with them.
+episodes/s, peak RSS < 500 MB). The machine's load average is printed with them. `--baseline DIR`
+also imports with the `rollout_cards` of DIR in the same rounds (before/now CPU and RSS).
 
     python benchmarks/bench_import.py --inspect          # 3,000-sample Inspect logs (.eval and .json)
     python benchmarks/bench_import.py --real             # every importer on its real files (small: start-up counts)
@@ -304,8 +305,8 @@ def main() -> int:
     parser.add_argument("--inspect", action="store_true", help="benchmark Inspect logs instead (inspect extra)")
     parser.add_argument("--samples", type=int, default=3000, help="samples of the Inspect logs (default 3000)")
     parser.add_argument("--inspect-gb", type=float, default=None, help="peak RSS of importing a .eval this many GB")
-    parser.add_argument("--baseline", type=Path, default=None, help="with --inspect: also import with the "
-                        "rollout_cards of this directory in the same rounds (before/now)")
+    parser.add_argument("--baseline", type=Path, default=None, help="with --inspect or --replicas: also import with "
+                        "the rollout_cards of this directory in the same rounds (before/now)")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "SOURCE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -322,7 +323,9 @@ def main() -> int:
     if args.replicas or args.format in REPLICAS:
         return replica_bench(list(REPLICAS) if args.replicas else [args.format],
                              [args.episodes] if args.episodes else list(SIZES), args.repeats,
-                             lambda mode, src, out: run_child(Path(__file__), mode, str(src), str(out)), keep=args.keep)
+                             lambda mode, src, out: run_child(Path(__file__), mode, str(src), str(out)), keep=args.keep,
+                             before=None if args.baseline is None else
+                             lambda mode, src, out: _baseline_child(args.baseline, mode, str(src), str(out)))
     episodes = args.episodes or int(DEFAULT_EPISODES * args.scale)
     work = WORK / "import"
     work.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,11 @@ PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": Tr
 #: Rows per Parquet row group: small enough that a streaming reader's batches stay small
 #: (readers buffer whole row groups), large enough for good compression.
 ROW_GROUP_ROWS = 64 * 1024
+#: ... and at most about this many bytes of Arrow data: converting holds a row group's batches
+#: (pages of the staged parts, mapped) and the Parquet writer's buffers for it, so 64Ki rows of
+#: large steps (a mini-swe-agent observation is ~3.5 KB) made a ~230 MB row group and most of an
+#: import's peak RSS. A bound on memory, so also a bound on what a reader buffers per row group.
+ROW_GROUP_BYTES = 32 << 20
 
 #: error_type given to episodes that were open when the writer stopped.
 INTERRUPTED_ERROR_TYPE = "WriterInterrupted"
@@ -278,7 +283,8 @@ def _convert(
     dest: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch], *, count: pa.Array | None = None,
     keep: pa.Array | None = None,
 ) -> tuple[int, Counter[str], Counter[str]]:
-    """Write `batches` to the Parquet file `dest` in row groups of ROW_GROUP_ROWS. Returns the
+    """Write `batches` to the Parquet file `dest` in row groups of ROW_GROUP_ROWS rows and at most
+    about ROW_GROUP_BYTES (`_flush`). Returns the
     rows written, the rows per episode (of the ids in `count`; of every episode when `count` is
     None) and, with `keep`, the rows per episode left out because their id is not in `keep`."""
     counts: Counter[str] = Counter()
@@ -286,7 +292,7 @@ def _convert(
     rows = 0
     with pq.ParquetWriter(dest, schema, **PARQUET_OPTIONS) as out:
         pending: list[pa.RecordBatch] = []
-        pending_rows = 0
+        pending_rows = pending_bytes = 0
         for batch in batches:
             ids = batch.column("episode_id")
             if keep is not None:
@@ -298,9 +304,10 @@ def _convert(
             counts.update(_per_episode(ids if count is None else pc.filter(ids, pc.is_in(ids, value_set=count))))
             pending.append(batch)
             pending_rows += batch.num_rows
-            if pending_rows >= ROW_GROUP_ROWS:
+            pending_bytes += batch.nbytes
+            if pending_rows >= ROW_GROUP_ROWS or pending_bytes >= ROW_GROUP_BYTES:
                 rows += _flush(out, pending, schema)
-                pending, pending_rows = [], 0
+                pending, pending_rows, pending_bytes = [], 0, 0
         rows += _flush(out, pending, schema)
     return rows, counts, left_out
 
@@ -325,7 +332,9 @@ def _flush(out: pq.ParquetWriter, batches: list[pa.RecordBatch], schema: pa.Sche
         return 0
     table = pa.Table.from_batches(batches)
     table = _align(table, schema)
-    out.write_table(table, row_group_size=ROW_GROUP_ROWS)
+    # Rows of the average size that fit in ROW_GROUP_BYTES (one batch may hold more than that).
+    fit = table.num_rows * ROW_GROUP_BYTES // max(1, table.nbytes)
+    out.write_table(table, row_group_size=max(1, min(ROW_GROUP_ROWS, fit)))
     return table.num_rows
 
 

@@ -543,3 +543,36 @@ def test_closing_converts_the_bulk_steps_parts_one_at_a_time(tmp_path):
     part = 200 * 20_000
     assert peak - before < 4 * part, (before, peak)  # all 8 parts at once would be >= 8 parts
     assert rc.open(tmp_path / "c").steps(columns=["episode_id"]).num_rows == 8 * 200
+
+
+def test_bulk_steps_of_large_values_are_written_in_row_groups_of_bounded_bytes(tmp_path, monkeypatch):
+    """Row groups hold at most ROW_GROUP_ROWS rows and about ROW_GROUP_BYTES of data: converting holds
+    a row group in memory, and 64Ki rows of large steps made one of ~230 MB (mini-swe-agent). Checked
+    with Parquet's own footer (each row group's uncompressed size) and against the values written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rollout_cards.io import finalize
+
+    monkeypatch.setattr(finalize, "ROW_GROUP_BYTES", 1 << 20)
+    big = [f"{i:05d}" + chr(97 + i % 26) * 10_000 for i in range(400)]  # one 4 MB part: split
+    small = [f"s{i}" for i in range(1000)]  # three parts of small values: one row group, as before
+    path = tmp_path / "c"
+    with rc.CardWriter(path, id="b", title="B", timestamps=False) as card:
+        card.write_episodes(pa.table({"episode_id": ["big", "small"], "task_id": ["t", "t"], "agent": ["a", "a"],
+                                      "status": ["completed"] * 2, "n_steps": [len(big), len(small)]}))
+        card.write_steps(pa.table({"episode_id": ["big"] * len(big), "seq": list(range(len(big))),
+                                   "kind": ["message"] * len(big), "content": big}))
+        for part in range(3):
+            rows = range(part * 334, min(len(small), (part + 1) * 334))
+            card.write_steps(pa.table({"episode_id": ["small"] * len(rows), "seq": list(rows),
+                                       "kind": ["message"] * len(rows), "content": [small[i] for i in rows]}))
+    files = sorted(path.glob("steps*.parquet")) + sorted(path.glob("steps/*.parquet"))
+    groups = [(f, f_meta.row_group(i)) for f in files for f_meta in [pq.ParquetFile(f).metadata]
+              for i in range(f_meta.num_row_groups)]
+    sizes = [g.total_byte_size for _, g in groups]
+    assert len(groups) >= 4 and max(sizes) <= 1.25 * (1 << 20), sizes
+    assert any(g.num_rows == len(small) for _, g in groups)  # the small parts together: one row group
+    steps = rc.open(path).steps(columns=["episode_id", "seq", "content"]).to_pylist()
+    by_episode = {e: [s["content"] for s in steps if s["episode_id"] == e] for e in ("big", "small")}
+    assert by_episode == {"big": big, "small": small}
