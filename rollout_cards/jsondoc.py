@@ -304,14 +304,17 @@ def fast_decode(text: str | bytes) -> Any:
         return MISS
 
 
-def fast_container(data: bytes, start: int, stop: int, *, marked: bool = False) -> Any:
+def fast_container(data: bytes, start: int, stop: int, *, marked: bool = False, typed: Any = None) -> Any:
     """(value, end) of the JSON object or array at data[start:stop] (UTF-8 bytes; data[start] is
     `{` or `[`; `end` is the offset of the byte after it), decoded as the strict decoder would
     decode the text; `TRUNCATED` when it does not end before `stop` (or msgspec cannot tell: a lone
     surrogate escape also reads as a cut), `MISS` when it must be decoded strictly. The bytes are
     those of strictly decoded UTF-8 text (the caller decoded them; msgspec checks its strings too).
     `marked`: floats msgspec writes unlike repr are `ReprFloat`s (pass `marked=True` to
-    `fast_text(s)` of the value or its parts: no float needs rewriting)."""
+    `fast_text(s)` of the value or its parts: no float needs rewriting). `typed`: a msgspec type
+    (Structs whose fields are `Any` where the caller checks the values) the value is decoded as
+    where it fits — the same checks, fewer objects; where it does not (another key, another shape,
+    a number out of range) it is decoded as plain values, as without `typed`."""
     if msgspec is None or (_FAST is None and not _load()):
         return MISS
     if stop - start > _FAST_MAX:
@@ -333,11 +336,29 @@ def fast_container(data: bytes, start: int, stop: int, *, marked: bool = False) 
     value = window[:cut]
     if _long_integer(value):
         return MISS
+    if typed is not None:
+        try:
+            return _typed(typed, marked)(value), start + cut
+        except msgspec.ValidationError:
+            pass  # not of that type: decoded as plain values (or refused) below
+        except _FAST_ERRORS:
+            return MISS
     try:
         decoded = (_FAST_MARKED if marked else _FAST)(value)
     except _FAST_ERRORS:
         return MISS
     return decoded, start + cut
+
+
+_TYPED: dict[tuple[Any, bool], Any] = {}  # (type, marked) -> its decoder's decode
+
+
+def _typed(typ: Any, marked: bool) -> Any:
+    decode = _TYPED.get((typ, marked))
+    if decode is None:
+        hook = {"float_hook": _marked_float} if marked else {}
+        decode = _TYPED[(typ, marked)] = msgspec.json.Decoder(typ, **hook).decode
+    return decode
 
 
 _ITEMS: dict[str, Any] = {}  # key -> a decoder of the texts of the items of the array member `key`

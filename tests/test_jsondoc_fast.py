@@ -12,7 +12,9 @@ import io
 import math
 import random
 import re
+from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -285,3 +287,64 @@ def test_msgspec_is_imported_by_the_first_fast_call_only():
             "print(jsondoc.fast_container(b'[1],2', 0, 5))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out == ["False", "{'a': [1, 2.5, None]}", 'True {"a":0.5,"b":1}', "([1], 3)"]
+
+
+class _AB(msgspec.Struct, forbid_unknown_fields=True):
+    """A typed decode's target (importers.tau2_bench's Structs are of this kind): every value Any."""
+
+    a: Any = None
+    b: Any = msgspec.UNSET  # present (even null) or not
+
+
+def _typed_stream(data: bytes, typed: Any):
+    stream = JsonStream(io.BytesIO(data), "s.json", max_value_chars=200)
+    out = []
+    try:
+        for _, value in stream.array_items(label="items[{}]", typed=typed):
+            out.append(value)
+        stream.end()
+    except SourceFormatError as exc:
+        return "error", (str(exc), out)
+    return "value", out
+
+
+def _as_decoded(value: Any) -> Any:
+    """A decoded _AB as the dict the strict decoder gives for it (b left out when absent)."""
+    if type(value) is not _AB:
+        return value
+    return {"a": value.a} | ({} if value.b is msgspec.UNSET else {"b": value.b})
+
+
+@settings(max_examples=cases(300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(documents(containers_only=True), min_size=1, max_size=6), st.integers(1, 40))
+@hypothesis_seed(seed())
+@pytest.mark.fuzz
+def test_a_typed_decode_gives_the_strict_decoders_values_or_falls_back_to_them(items, chunk):
+    # `typed`: an object of the Struct's keys becomes the Struct, anything else (another key, an
+    # array, a number out of range) the plain values; a bad value fails as the strict decoder fails.
+    data = _utf8("[" + ",".join(items) + "]")
+    with pytest.MonkeyPatch().context() as m:
+        m.setattr(json_stream, "_CHUNK", chunk)
+        typed = _typed_stream(data, _AB)
+        strict = _read_stream(data, False, False)
+    assert typed[0] == strict[0], (typed, strict)
+    got, want = (typed[1][1], strict[1][1]) if typed[0] == "error" else (typed[1], strict[1])
+    want = [v for _, v in want]
+    if typed[0] == "error":
+        assert typed[1][0] == strict[1][0]
+    for t, s in zip(got, want, strict=True):
+        if type(t) is _AB:  # the strict decoder's object had only keys a and b; null a is absent a
+            assert type(s) is dict and set(s) <= {"a", "b"}, (t, s)
+            assert _same(_as_decoded(t), {"a": s.get("a")} | ({"b": s["b"]} if "b" in s else {}))
+        else:
+            assert _same(t, s), (t, s)
+
+
+def test_a_typed_decode_refuses_what_the_strict_decoder_refuses_and_keeps_other_keys():
+    for text in ['{"a": 1e999}', '{"b": [1, -1e400]}', '{"a": "\\ud800"}', '{"a": 9223372036854775808}']:
+        assert fast_container(text.encode(), 0, len(text), typed=_AB) in (MISS, TRUNCATED), text
+    text = '{"a": [1, {"x": 2.5}], "b": null}'
+    value, end = fast_container(text.encode(), 0, len(text), typed=_AB)
+    assert type(value) is _AB and (value.a, value.b, end) == ([1, {"x": 2.5}], None, len(text))
+    text = '{"a": 1, "c": 2}'  # another key: the plain object
+    assert fast_container(text.encode(), 0, len(text), typed=_AB) == ({"a": 1, "c": 2}, len(text))
