@@ -289,16 +289,15 @@ def _import_samples(session: ImportSession, state: _State, path: Path, task: str
             row: dict[str, Any] = {"episode_id": episode_id, "task_id": f"{task}/{doc_id}", "agent": model,
                                    "trial": this.trial.get(task, 0), "status": "completed", "task.name": task,
                                    "meta.filter": flt, "meta.doc_id": str(doc_id), "meta.run": this.label}
+            scored: list[tuple[str, float | None, bool]] = []  # counted once the record is imported
             for metric in metrics:
                 if metric not in sample:
                     raise steps.error(f"metric {metric!r} is listed in metrics but has no value")
                 value, non_finite = metric_value(sample[metric])
-                state.non_finite += non_finite
                 if value is None and not non_finite:
-                    state.non_numeric[metric] += 1
                     row[f"meta.metric.{metric}"] = _json(steps, sample[metric], metric)
                 row[f"score.{metric}"] = value
-                values[(task, flt, metric)].append(value)
+                scored.append((metric, value, non_finite))
             target = sample.get("target")
             row["task.target"] = target if isinstance(target, str) else (None if target is None else _json(steps, target, "target"))
             if sample.get("doc") is not None:
@@ -314,6 +313,13 @@ def _import_samples(session: ImportSession, state: _State, path: Path, task: str
                     row[f"meta.{key}"] = value if isinstance(value, str) else _json(steps, value, key)
             _steps(steps, sample)
             session.add_episode(row, steps)
+            # A record left out (--keep-going) adds no value: the reported mean is checked against
+            # the values the card holds.
+            for metric, value, non_finite in scored:
+                state.non_finite += non_finite
+                if value is None and not non_finite:
+                    state.non_numeric[metric] += 1
+                values[(task, flt, metric)].append(value)
 
 
 def _json(steps: StepBuffer, value: Any, field: str) -> str:

@@ -306,3 +306,30 @@ def test_keep_going_plans_the_samples_the_results_report_not_one_more_per_bad_li
     assert card.manifest.plan.expected_episodes == planned == 60
     assert result.episodes == 59 and len(result.malformed) == 1
     assert_valid(tmp_path / "card")
+
+
+def _real_run(tmp_path):
+    import shutil
+
+    root = tmp_path / "run"
+    shutil.copytree(external(RUN), root)
+    return root, sorted(root.glob("samples_*.jsonl"))
+
+
+def _edit_line(path, i, edit):
+    lines = path.read_text().splitlines(keepends=True)
+    doc = json.loads(lines[i])
+    edit(doc)
+    lines[i] = json.dumps(doc) + "\n"
+    path.write_text("".join(lines))
+
+
+def test_a_record_left_out_adds_no_value_to_the_reported_mean_it_is_checked_against(tmp_path):
+    """The sample's metric values were counted before its arguments failed to map: the rule was
+    declared with the reported mean of 20 values over a card holding 19 (reported-mismatch)."""
+    root, files = _real_run(tmp_path)
+    _edit_line(files[0], 7, lambda d: d["arguments"].__setitem__("gen_args_0", ""))
+    result, card = run_import("lm-eval", [root], tmp_path / "card", keep_going=True)
+    assert result.episodes == 59 and len(result.malformed) == 1
+    assert_valid(tmp_path / "card")
+
