@@ -167,6 +167,8 @@ def _import_run(session: ImportSession, state: _State, this: Run, run: dict[str,
     filters_of: dict[str, set[str]] = defaultdict(set)
     for task, flt, _ in values:
         filters_of[task].add(flt)
+    for task in filters_of:  # the filters the results report (a sample's odd filter is not one more run)
+        filters_of[task] = set(_filters(reported.get(task))) or filters_of[task]
     for task, counts in n_samples.items():
         effective = counts.get("effective") if isinstance(counts, dict) else None
         if type(effective) is not int or effective < 0:

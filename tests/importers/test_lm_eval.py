@@ -333,3 +333,14 @@ def test_a_record_left_out_adds_no_value_to_the_reported_mean_it_is_checked_agai
     assert result.episodes == 59 and len(result.malformed) == 1
     assert_valid(tmp_path / "card")
 
+
+def test_a_sample_naming_a_filter_the_results_do_not_report_is_not_one_more_planned_run(tmp_path):
+    """The plan multiplied a task's n-samples.effective by the filters seen in its samples: one
+    line with filter "" planned 20 more samples of the task (80 planned, 60 present)."""
+    root, files = _real_run(tmp_path)
+    _edit_line(files[0], 5, lambda d: d.__setitem__("filter", ""))
+    results = json.loads(next(root.glob("results_*.json")).read_text())
+    _, card = run_import("lm-eval", [root], tmp_path / "card")
+    assert card.manifest.plan.expected_episodes == sum(c["effective"] for c in results["n-samples"].values()) == 60
+    assert_valid(tmp_path / "card")
+
