@@ -110,6 +110,18 @@ class _State:
     def finish(self, session: ImportSession) -> None:
         session.set_plan({"expected_episodes": self.expected,
                           "description": "n-samples.effective of every task of each results file (x its filters)"})
+        unread = self.expected - session.episodes_written - len(session.malformed) - sum(
+            n for _, n in self.missing_tasks)
+        if unread > 0:
+            broke = sorted({Path(b.file).name for b in session.malformed
+                            if b.message.endswith("the rest of the file was not read")})
+            why = (f"{', '.join(broke)} break(s) off (imported with --keep-going; see the malformed-record drop) and "
+                   "the samples after the break were not read, or were never written" if broke else
+                   "the samples files hold fewer lines than the results report")
+            session.add_drop(target="episodes", action="unobserved", declaration="source_missing",
+                             loss_class="missing_records",
+                             reason=f"{unread} sample(s) of n-samples.effective are not in the card: {why}",
+                             count=unread)
         if self.missing_tasks:
             session.add_drop(target="episodes", action="unobserved", declaration="source_missing",
                              loss_class="missing_samples_file",

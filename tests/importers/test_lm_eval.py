@@ -344,3 +344,15 @@ def test_a_sample_naming_a_filter_the_results_do_not_report_is_not_one_more_plan
     assert card.manifest.plan.expected_episodes == sum(c["effective"] for c in results["n-samples"].values()) == 60
     assert_valid(tmp_path / "card")
 
+
+def test_planned_samples_a_cut_file_lacks_are_declared_missing(tmp_path):
+    """A samples file cut in its middle: its last, partial line is one malformed record, and the
+    planned samples after it were in no drop (plan-episode-missing)."""
+    root, files = _real_run(tmp_path)
+    data = files[0].read_bytes()
+    files[0].write_bytes(data[: len(data) // 3])
+    result, card = run_import("lm-eval", [root], tmp_path / "card", keep_going=True)
+    assert_valid(tmp_path / "card")
+    [drop] = [d for d in card.manifest.drops if d.loss_class == "missing_records"]
+    assert drop.count == 60 - result.episodes - len(result.malformed) > 0
+    assert "fewer lines than the results report" in drop.reason  # a JSONL file cut at a line: no break to see
