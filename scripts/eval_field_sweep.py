@@ -16,6 +16,7 @@ import sys
 import tempfile
 import zipfile
 
+from json_mutations import MISSING, paths, with_value  # scripts/ is sys.path[0]
 from typer.testing import CliRunner
 
 from rollout_cards.cli import app
@@ -23,37 +24,10 @@ from rollout_cards.cli import app
 per = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 rng = random.Random(int(sys.argv[2]) if len(sys.argv) > 2 else 0)  # noqa: S311 (reproducible, not a secret)
 SRC = pathlib.Path(__file__).resolve().parents[1] / "fixtures/sources/inspect/synthetic.json"
-MISSING = object()
 # raw JSON texts: json.dumps cannot write some of them (1e999, big ints, lone surrogates)
 HOSTILE = ["null", '"x"', '""', "0", "-1", "1.5", "true", "[]", "{}", "1e999", "123456789012345678901234567890",
            '"\\ud800"', "[" * 200 + "]" * 200, '{"a": ' * 100 + "1" + "}" * 100, '"' + "y" * 100000 + '"',
            '["a", 1, null]', "-0.0", '"2024-13-45T99:99:99"', MISSING]
-
-
-def paths(v, p=()):
-    yield p
-    if isinstance(v, dict):
-        for k, x in v.items():
-            yield from paths(x, (*p, k))
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            yield from paths(x, (*p, i))
-
-
-MARK = "\u0000MARK\u0000"
-
-
-def with_value(doc, path, raw):
-    """JSON text of doc with the node at path replaced by the raw JSON text (or deleted)."""
-    doc = json.loads(json.dumps(doc))
-    parent = doc
-    for k in path[:-1]:
-        parent = parent[k]
-    if raw is MISSING:
-        del parent[path[-1]]
-        return json.dumps(doc)
-    parent[path[-1]] = MARK
-    return json.dumps(doc).replace(json.dumps(MARK), raw, 1)
 
 
 log = json.loads(SRC.read_text())

@@ -48,6 +48,7 @@ EXTERNAL = REPO.parent / "shared" / "data" / "external"
 if not EXTERNAL.is_dir():
     EXTERNAL = Path("/work/shared/data/external")
 
+from json_mutations import MISSING, paths, with_value  # noqa: E402 (scripts/ is sys.path[0])
 from typer.testing import CliRunner  # noqa: E402
 
 from rollout_cards.cli import app  # noqa: E402
@@ -82,38 +83,14 @@ SOURCES: dict[str, list[tuple[list[str], list[str]]]] = {
              (["nemo-agent-toolkit/exmp06_atif.json"], [])],
 }
 
-MISSING = object()
 #: raw JSON texts (json.dumps cannot write some of them)
 HOSTILE: list = ["null", '"x"', '""', "0", "-1", "1.5", "true", "[]", "{}", "1e999", "-1e400",
                  "9223372036854775808", "-99999999999999999999999", "9" * 5000, '"\\ud800"', '"a\\udfffb"',
                  "[" * 300 + "]" * 300, '"' + "y" * 200_000 + '"', '["a", 1, null]', "-0.0", "NaN", "Infinity",
                  '"2024-13-45T99:99:99"', '{"a": {"b": [1, {"c": null}]}}', MISSING]
-MARK = "\u0000MARK\u0000"
 
 
 # ------------------------------------------------------------------------- JSON mutations
-
-def _paths(v, p=()):
-    yield p
-    if isinstance(v, dict):
-        for k, x in v.items():
-            yield from _paths(x, (*p, k))
-    elif isinstance(v, list):
-        for i, x in enumerate(v[:50]):  # the first 50 items of a long list: enough shapes
-            yield from _paths(x, (*p, i))
-
-
-def _with_value(doc, path, raw) -> str:
-    doc = json.loads(json.dumps(doc))
-    parent = doc
-    for k in path[:-1]:
-        parent = parent[k]
-    if raw is MISSING:
-        del parent[path[-1]]
-        return json.dumps(doc)
-    parent[path[-1]] = MARK
-    return json.dumps(doc).replace(json.dumps(MARK), raw, 1)
-
 
 def mutate_json_text(text: str, rng: random.Random) -> tuple[str, str] | None:
     """(new text, what) with one node of a JSON document or of one JSONL record set hostile."""
@@ -130,12 +107,12 @@ def mutate_json_text(text: str, rng: random.Random) -> tuple[str, str] | None:
             doc = json.loads(lines[i])
         except ValueError:
             return None
-    paths = list(_paths(doc))[1:]
-    if not paths:
+    nodes = list(paths(doc, items=50))[1:]  # the first 50 items of a long list: enough shapes
+    if not nodes:
         return None
-    path = rng.choice(paths)
+    path = rng.choice(nodes)
     raw = rng.choice(HOSTILE)
-    new = _with_value(doc, path, raw)
+    new = with_value(doc, path, raw)
     what = f"{'/'.join(map(str, path))[:120]} = {'<deleted>' if raw is MISSING else raw[:30]}"
     if lines is not None:
         lines[i] = new + ("\n" if lines[i].endswith("\n") else "")
