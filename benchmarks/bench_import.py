@@ -145,6 +145,7 @@ def _inspect_child(mode: str, source: Path, out: Path) -> dict:
         from inspect_ai.log import read_eval_log
         from inspect_ai.scorer import value_to_float
     else:  # module loading is not timed on either side (inspect_ai loads its modules at import):
+        import msgspec  # noqa: F401 - loaded lazily by the first fast decode (jsondoc._load)
         import pyarrow as pa
         import scipy.special  # noqa: F401 - loaded lazily by the t intervals
 
