@@ -24,11 +24,14 @@ non-empty `model_patch` is stored as an artifact referenced by `meta.patch_artif
 
 Declared rules: `swe_bench.resolved_rate` (resolved / submitted, empty patches and
 errors count as failures) and `swe_bench.resolved_rate_nonempty` (empty patches
-left out of the denominator), each with the rate from the report's own counts.
+left out of the denominator), each with the rate from the report's own counts where the
+imported instances give it back (`_reported`); a count that is no count (negative, not a whole
+number, above total_instances) is refused.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,7 @@ from ..errors import ImporterError, SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import JsonStream, iter_records
-from .rule_files import rule_document
+from .rule_files import TOLERANCE, rule_document
 from .session import ImportSession
 from .steps import StepBuffer
 from .swe_bench_experiments import (
@@ -64,6 +67,8 @@ _OUTCOMES = ("resolved_ids", "unresolved_ids", "empty_patch_ids", "error_ids")
 _COUNTS = {"submitted_instances": "submitted_ids", "completed_instances": "completed_ids",
            "resolved_instances": "resolved_ids", "unresolved_instances": "unresolved_ids",
            "empty_patch_instances": "empty_patch_ids", "error_instances": "error_ids"}
+#: SWE-bench 5.x's counts of the failure classes (subsets of unresolved / error).
+_CLASS_COUNTS = ("infra_failure_instances", "ambiguous_failure_instances")
 _MAX_REPORT_CHARS = 256 * 1024 * 1024
 #: The lists a 2.0.3-2.0.9 report (no schema_version) has, as schema_version 2 has them.
 _UNVERSIONED = ("submitted_ids", "completed_ids", "incomplete_ids", "resolved_ids", "unresolved_ids",
@@ -124,13 +129,14 @@ class SweBenchImporter:
                 raise ImporterError(f"two reports map to agent {agent!r}; name them apart or import them separately")
             trajs = Trajectories(submission, session) if experiments else None
             session.add_agent(metadata_agent(submission, agent, session) if experiments else {"name": agent})
+            outcomes: list[tuple[str, bool, bool]] = []
             grid[agent] = _import_report(session, report, path, agent, patches, tests, report.pop("_rows", None),
-                                         trajs)
+                                         trajs, outcomes)
             if trajs is not None:
                 trajs.declare(session, agent, len(grid[agent]))
             else:
                 plain += len(grid[agent])
-            for rule_id, value in ({} if rebuilt else _reported(report, agent)).items():
+            for rule_id, value in ({} if rebuilt else _reported(report, agent, outcomes, session, path)).items():
                 reported.setdefault(rule_id, []).append(value)
         _declare_rules(session, reported)
         tasks = sorted({i for ids in grid.values() for i in ids})
@@ -182,14 +188,48 @@ def _report(path: Path) -> dict[str, Any]:
             raise SourceFormatError(f"{name} is not a list of instance ids", file=str(path), record=name)
     if "submitted_ids" not in report:
         raise SourceFormatError("has no submitted_ids", file=str(path))
+    _check_counts(report, path)
     return report
+
+
+def _check_counts(report: dict[str, Any], path: Path) -> None:
+    """The harness writes each count as the length of a list of instances of the dataset
+    (make_run_report @7a21e05): a count that is not a whole number >= 0, or one above
+    total_instances, is no count of it, and the rates taken from it would mean nothing."""
+    fields = (*_COUNTS, *_CLASS_COUNTS, "total_instances")
+    for field in fields:
+        if field in report and (type(report[field]) is not int or report[field] < 0):
+            fix = (f"set it to the number of ids in {_COUNTS[field]}" if field in _COUNTS
+                   else "correct it or remove the field")
+            raise SourceFormatError(
+                f"{field} is {_shown(report[field])}, not a count (a whole number >= 0: the harness writes the "
+                f"length of a list of instances); {fix}", file=str(path), record=field)
+    total = report.get("total_instances")
+    if total is None:
+        return
+    named = len(set().union(*(report.get(n, []) for n in _LISTS)))
+    for field, count in [(f, report[f]) for f in fields if f in report] + [("", named)]:
+        if count > total:
+            what = f"{field} is {count}" if field else f"the report's lists name {count} instances"
+            raise SourceFormatError(
+                f"{what}, more than total_instances ({total}), the size of the dataset every list is drawn from: "
+                "correct total_instances or the count", file=str(path), record=field or "total_instances")
+
+
+def _shown(value: Any) -> str:
+    """A source value in a message: JSON, a string cut short, a list or object by its kind."""
+    if isinstance(value, (list, dict)):
+        return f"a JSON {'array' if isinstance(value, list) else 'object'}"
+    return json.dumps(value[:40] + ("..." if len(value) > 40 else "") if isinstance(value, str) else value)
 
 
 def _import_report(
     session: ImportSession, report: dict[str, Any], path: Path, agent: str, patches: dict[str, tuple[str | None, str]],
     tests: _TestColumns, extra: dict[str, dict[str, Any]] | None = None, trajs: Trajectories | None = None,
+    outcomes: list[tuple[str, bool, bool]] | None = None,
 ) -> list[str]:
-    """The episodes of one run report; `extra` holds further row fields per instance id."""
+    """The episodes of one run report; `extra` holds further row fields per instance id. Each
+    episode the card takes adds its (status, resolved, empty patch) to `outcomes`."""
     sets = {name: set(report.get(name, [])) for name in _LISTS}
     for name in _LISTS:
         if len(sets[name]) != len(report.get(name, [])):
@@ -215,6 +255,8 @@ def _import_report(
                 steps = trajs.fill(iid, steps, row)
             tests.add(session, row, steps, "resolved_ids" in lists)
             session.add_episode(row, steps)
+            if outcomes is not None:
+                outcomes.append((row["status"], row.get("score.resolved") is True, row.get("score.empty_patch") is True))
     for lists, bad in sorted(conflicts.items()):
         what = (f"in both {' and '.join(lists)}, which the harness keeps exclusive" if len(lists) > 1
                 else "in an outcome list but not in submitted_ids")
@@ -242,7 +284,7 @@ def _import_report(
         session.note(f"{path.name}: a SWE-bench 2.0.3-2.0.9 report (no schema_version; the lists of "
                      "schema_version 2, read as such)")
     known = {*_LISTS, *_COUNTS, "schema_version", "failure_reasons", "total_instances", "_schema_1", "_unversioned",
-             "_rows", "_rebuilt", "infra_failure_instances", "ambiguous_failure_instances"}
+             "_rows", "_rebuilt", *_CLASS_COUNTS}
     other = {k: v for k, v in report.items() if k not in known}
     if other:  # e.g. 2.0.x unstopped_containers / unremoved_images: kept, not mapped
         session.set_meta(f"swe_bench_report.{path.stem}", other)
@@ -342,19 +384,50 @@ def _prediction_items(path: Path, session: ImportSession) -> Iterator[tuple[str,
             yield label, item
 
 
-def _reported(report: dict[str, Any], agent: str) -> dict[str, dict[str, Any]]:
-    """The report's own rates, from its count fields (list lengths where a count is absent)."""
+def _reported(report: dict[str, Any], agent: str, outcomes: list[tuple[str, bool, bool]], session: ImportSession,
+              path: Path) -> dict[str, dict[str, Any]]:
+    """The report's own rates, from its count fields (list lengths where a count is absent), each
+    declared only where the episodes the card holds give it back (`rcard validate` replays it):
+    a count that disagrees with its list, a submitted instance in no outcome list or one left out
+    (--keep-going) make the harness's rate one the card cannot replay; the note says which."""
     def count(field: str) -> int:
         value = report.get(field)
         return value if type(value) is int else len(set(report.get(_COUNTS[field], [])))
 
     submitted, resolved, empty = count("submitted_instances"), count("resolved_instances"), count("empty_patch_instances")
+    # as the rules count: errors score 0, skipped (incomplete, no outcome) are left out
+    scored = [(status == "completed" and won, blank) for status, won, blank in outcomes if status != "skipped"]
+    nonempty = [won for won, blank in scored if not blank]
+    rates = {"swe_bench.resolved_rate": (resolved, submitted, [won for won, _ in scored]),
+             "swe_bench.resolved_rate_nonempty": (resolved, submitted - empty, nonempty)}
     out = {}
-    if submitted:
-        out["swe_bench.resolved_rate"] = {"group": {"agent": agent}, "value": resolved / submitted}
-    if submitted - empty > 0:
-        out["swe_bench.resolved_rate_nonempty"] = {"group": {"agent": agent}, "value": resolved / (submitted - empty)}
+    for rule_id, (top, bottom, episodes) in rates.items():
+        if bottom <= 0:
+            continue
+        value = top / bottom
+        if episodes and abs(sum(episodes) / len(episodes) - value) <= TOLERANCE:
+            out[rule_id] = {"group": {"agent": agent}, "value": value}
+            continue
+        got = f"{sum(episodes)} / {len(episodes)}" if episodes else "no scored instance"
+        session.warn(f"{path.name}: {rule_id} is declared without the report's rate {top} / {bottom} = {value:.6g}: "
+                     f"the instances in the card give {got} ({_why_not(report, session)}), so the rate "
+                     "would not replay")
     return out
+
+
+def _why_not(report: dict[str, Any], session: ImportSession) -> str:
+    """Why the report's counts and the imported instances disagree."""
+    causes = [f"{field} is {report[field]} but {name} lists {len(set(report.get(name, [])))} ids"
+              for field, name in _COUNTS.items()
+              if type(report.get(field)) is int and report[field] != len(set(report.get(name, [])))]
+    given = set().union(*(report.get(n, []) for n in (*_OUTCOMES, "incomplete_ids")))
+    orphans = len(set(report.get("submitted_ids", [])) - given)
+    if orphans:
+        causes.append(f"{orphans} submitted instance(s) in no outcome list, which the harness counts and the rules "
+                      "leave out")
+    if session.malformed:
+        causes.append(f"{len(session.malformed)} record(s) left out by --keep-going")
+    return "; ".join(causes) or "the report's lists conflict: see the drops"
 
 
 def _declare_rules(session: ImportSession, reported: dict[str, list[dict[str, Any]]]) -> None:

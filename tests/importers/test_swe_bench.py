@@ -193,3 +193,82 @@ def test_a_repeated_prediction_keeps_the_last_as_the_harness_does_and_says_so(tm
     assert card.read_artifact(row["meta.patch_artifact"]).decode() == again["model_patch"]
     assert any(f"1 later prediction(s) of an instance already predicted (e.g. {first['instance_id']})" in n
                for n in result.notes)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("empty_patch_instances", -1), ("resolved_instances", 2.0), ("submitted_instances", True),
+    ("error_instances", "1"), ("completed_instances", None), ("total_instances", -6),
+    ("infra_failure_instances", [1]), ("submitted_instances", 7), ("resolved_instances", 9),
+])
+def test_a_count_that_is_no_count_of_the_report_is_refused_naming_the_field(tmp_path, field, value):
+    # scripts/import_sweep.py 60 2 case 540: empty_patch_instances = -1 imported (exit 0) with the rate
+    # 2 / (5 - -1) declared as reported, which the card cannot replay (rcard validate: reported-mismatch).
+    # The harness writes every count as the length of a list of the dataset's instances (make_run_report
+    # @7a21e05): a count not a whole number >= 0, or above total_instances (6 here), is refused.
+    report = json.loads(REPORT.read_text())
+    report[field] = value
+    path = tmp_path / "m.run.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(SourceFormatError, match=field) as caught:
+        run_import("swe-bench", [path], tmp_path / "card")
+    assert caught.value.record == field and caught.value.file == str(path)
+
+
+def test_lists_naming_more_instances_than_the_total_are_refused(tmp_path):
+    report = json.loads(REPORT.read_text())
+    report["total_instances"] = 5  # the lists name 6: five submitted, one incomplete
+    path = tmp_path / "m.run.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(SourceFormatError, match=r"lists name 6 instances, more than total_instances \(5\)"):
+        run_import("swe-bench", [path], tmp_path / "card")
+
+
+def _rates(report):
+    """The rules' rates over a report's lists, in plain Python: errors score 0, instances in no
+    outcome list (and incomplete ones) are left out."""
+    outcome = set(report["resolved_ids"]) | set(report["unresolved_ids"]) | set(report["empty_patch_ids"])
+    scored = (outcome | set(report["error_ids"])) & set(report["submitted_ids"])
+    won = [i in report["resolved_ids"] and i not in report["error_ids"] for i in sorted(scored)]
+    nonempty = [w for i, w in zip(sorted(scored), won, strict=True) if i not in report["empty_patch_ids"]]
+    return sum(won) / len(won), sum(nonempty) / len(nonempty)
+
+
+@pytest.mark.parametrize("change", ["count", "orphan"])
+def test_a_rate_the_cards_instances_do_not_give_is_not_declared_reported(tmp_path, change):
+    # A count that disagrees with its list (resolved_instances 3, two resolved_ids), or a submitted instance
+    # in no outcome list (the rules leave it out; the harness's submitted count keeps it): the rate from the
+    # report's counts was declared reported and the fresh card failed rcard validate (reported-mismatch).
+    report = json.loads(REPORT.read_text())
+    if change == "count":
+        report["resolved_instances"] = 3
+    else:
+        report["unresolved_ids"].remove("demo__repo-3")
+        report["completed_ids"].remove("demo__repo-3")
+    path = tmp_path / "m.run.json"
+    path.write_text(json.dumps(report))
+    result, card = run_import("swe-bench", [path], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    counts = {"count": 3 / 5, "orphan": 2 / 5}[change]
+    assert _rates(report)[0] != pytest.approx(counts)  # the two really differ
+    declared = {r["rule"]: r["reported"] for r in result.rules}
+    assert declared["swe_bench.resolved_rate"] == []
+    why = "resolved_instances is 3 but resolved_ids lists 2 ids" if change == "count" else \
+        "1 submitted instance(s) in no outcome list"
+    assert any("swe_bench.resolved_rate is declared without the report's rate" in w and why in w
+               for w in result.warnings)
+
+
+def test_keep_going_leaving_an_instance_out_leaves_the_rate_undeclared(tmp_path):
+    # scripts/import_sweep.py 3 1 case 28: an unresolved_ids entry no episode id can hold, under --keep-going:
+    # the record was left out and the report's 8 / 23 was declared over a card of 22 scored instances
+    # (recomputed 8 / 22: reported-mismatch). Now the rate is declared only where the card gives it back.
+    report = json.loads(REPORT.read_text())
+    report["unresolved_ids"][0] = "y" * 5000
+    del report["total_instances"]
+    path = tmp_path / "m.run.json"
+    path.write_text(json.dumps(report))
+    result, _ = run_import("swe-bench", [path], tmp_path / "card", keep_going=True)
+    assert_valid(tmp_path / "card")
+    assert len(result.malformed) == 1
+    assert all(r["reported"] == [] for r in result.rules)
+    assert any("1 record(s) left out by --keep-going" in w for w in result.warnings)
