@@ -49,41 +49,51 @@ class Span:
 class Spans:
     """The spans of one sample's events, in the order the log gives them."""
 
-    __slots__ = ("_open", "_spans")
+    __slots__ = ("_open", "by_id")
 
     def __init__(self) -> None:
-        self._spans: dict[str, Span] = {}
+        #: span id -> the span its (latest) `span_begin` began (read by add_events' path for spans)
+        self.by_id: dict[str, Span] = {}
         self._open: list[Span] = []  # spans begun and not ended (and ended ones below one), for id-less logs
 
-    def _here(self) -> Span | None:
+    def here(self) -> Span | None:
+        """The innermost open span: where an event without a (known) span id happens."""
         return self._open[-1] if self._open else None
 
     def of(self, ev: dict[str, Any], kind: str) -> Span | None:
-        """The span an event (of type `kind`) belongs to (None: the top level); a span's own begin
-        and end steps belong to its parent."""
-        if kind == "span_end":
-            span = self._spans.get(str(ev.get("id")))
-            return span.parent if span is not None else self._here()
-        if kind == "span_begin":
-            if "span_id" not in ev:  # an older log: spans nest in their order
-                return self._here()
-            key = ev.get("parent_id")
-            if key is None:
-                return None
-        else:
-            key = ev.get("span_id")
-        span = self._spans.get(key) if isinstance(key, str) else None
+        """The span an event (of type `kind`, not a span's own begin or end: `begin`, `end`)
+        belongs to (None: the top level)."""
+        key = ev.get("span_id")
+        span = self.by_id.get(key) if isinstance(key, str) else None
         if span is None:
-            span = self._here()
+            span = self.here()
             if kind == "tool" and span is not None and span.kind == "tool":
                 span = span.parent  # Inspect writes a tool event inside the span of its call; it is the caller's
         if kind == "model":
             _mark(span, "has_model")
         return span
 
-    def begin(self, ev: dict[str, Any], parent: Span | None, item: int, name: str | None) -> None:
-        """A `span_begin` event, whose step is timeline item `item` (put under `parent`)."""
-        self._spans[str(ev.get("id"))] = self.open(ev.get("type"), name, parent, item)
+    def begin(self, ev: dict[str, Any], key: str, kind: Any, name: str | None, item: int) -> Span | None:
+        """A `span_begin` event of span id `key` and type `kind`, whose step is timeline item `item`;
+        returns the span it begins in (its step's: a span's own begin step belongs to its parent)."""
+        if "span_id" not in ev:  # an older log: spans nest in their order
+            parent = self.here()
+        else:
+            above = ev.get("parent_id")
+            parent = None if above is None else self.by_id.get(above) if isinstance(above, str) else None
+            if parent is None and above is not None:
+                parent = self.here()
+        self.by_id[key] = self.open(kind, name, parent, item)
+        return parent
+
+    def end(self, key: str) -> tuple[Span | None, str | None]:
+        """A `span_end` of span id `key` (see `close`): the span its step belongs to (the ended span's
+        parent) and the ended span's name (None for an id no span_begin had)."""
+        span = self.by_id.get(key)
+        if span is None:
+            return self.here(), None
+        self.close(span)
+        return span.parent, span.name
 
     def open(self, kind: Any, name: str | None, parent: Span | None, item: int, t: int | None = None) -> Span:
         """A span that begins here (its `span_begin` step is timeline item `item`, at time `t`): events
@@ -94,17 +104,11 @@ class Spans:
         self._open.append(span)
         return span
 
-    def end(self, ev: dict[str, Any]) -> None:
-        """A `span_end` (see `close`)."""
-        span = self._spans.get(str(ev.get("id")))
-        if span is not None:
-            self.close(span)
-
     def close(self, span: Span) -> None:
         """`span` is no longer where later events without ids happen. Marked closed and popped
         once no open span is above it, so ending spans in any order costs constant time per span
         (a search of the open list per end was quadratic on a hostile log of nested spans ended
-        oldest first); the innermost open span (`_here`) is the same as after removing it."""
+        oldest first); the innermost open span (`here`) is the same as after removing it."""
         span.closed = True
         while self._open and self._open[-1].closed:
             self._open.pop()
