@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import random
 import struct
 import zipfile
 
@@ -110,6 +111,30 @@ def test_zstd_members_are_decoded(tmp_path):
         assert archive.read("samples/1_epoch_1.json") == body
         with archive.open("samples/1_epoch_1.json") as stream:
             assert len(stream.read(10)) == 10  # bounded reads
+
+
+def test_zstd_members_read_interleaved_or_after_a_failure_are_their_own_bytes(tmp_path):
+    # the archive reuses one decompressor for members read one after another
+    rng = random.Random(7)
+    bodies = {f"samples/{i}_epoch_1.json": rng.randbytes(150_000) + b"x" * rng.randrange(200_000) for i in range(4)}
+    path = zstd_zip(tmp_path / "z.eval", {**bodies, "bad": b"y" * 300_000})
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"bad") + 3  # the bad member's compressed data starts after its local header's name
+    raw[at + 8 : at + 24] = bytes(16)
+    path.write_bytes(bytes(raw))
+    names = list(bodies)
+    with SafeZip(path, "z.eval") as archive:
+        assert archive.read(names[3]) == bodies[names[3]]  # its decompressor is kept for the next member
+        with archive.open(names[0]) as first:
+            head = first.read(1000)
+            assert archive.read(names[1]) == bodies[names[1]]  # opened while the first stream is open
+            with archive.open(names[2]) as third:
+                parts = [third.read(7000), first.read(5000), third.read(-1), first.read(-1)]
+        assert head + parts[1] + parts[3] == bodies[names[0]] and parts[0] + parts[2] == bodies[names[2]]
+        with pytest.raises(SourceFormatError, match="record bad"):
+            archive.read("bad")
+        assert archive.read(names[3]) == bodies[names[3]]
+        assert [archive.read(n) for n in names] == list(bodies.values())
 
 
 def test_unreadable_method_is_named(tmp_path):
