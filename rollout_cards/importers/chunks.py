@@ -2,8 +2,10 @@
 
 `ChunkedTables` keeps each extra column to one type for the whole import (an int
 column may widen to float), refuses a repeated episode id, derives `n_steps`, and
-writes a chunk whenever it holds `chunk_episodes` episodes or `chunk_steps` steps —
-so memory is bounded by the chunk. A column that is null in a whole chunk is left
+writes a chunk whenever it holds `chunk_episodes` episodes, `chunk_steps` steps or
+`chunk_chars` characters of step text (content, args, payload) — so memory is bounded
+by the chunk whatever a source's step sizes (a mini-swe-agent step holds ~3.5 KB of
+text: 50,000 of them were ~175 MB). A column that is null in a whole chunk is left
 out of that chunk (finalize fills it with nulls of the column's type). A column that is
 null in every row of the import (a field every source record leaves empty) still exists
 in the card, all null — a rule the importer declares over it must find it: its type is
@@ -44,7 +46,7 @@ from ..tables import (
 )
 from .steps import StepBuffer
 
-__all__ = ["MAX_LABEL_CHARS", "ChunkedTables"]
+__all__ = ["CHUNK_CHARS", "MAX_LABEL_CHARS", "ChunkedTables"]
 
 #: Longest episode_id, task_id or agent an import accepts, in characters.
 MAX_LABEL_CHARS = 4096
@@ -76,6 +78,10 @@ _STEP_CHECKS = [(i, c.name, *e) for i, c in enumerate(STEP_COLUMNS) if (e := _ex
 _EPISODE_CHECKS = {c.name: e for c in EPISODE_COLUMNS if (e := _expected(c.type)) is not None}
 _SEQ = [c.name for c in STEP_COLUMNS].index("seq")
 _T = [c.name for c in STEP_COLUMNS].index("t")
+_TEXTS = [[c.name for c in STEP_COLUMNS].index(name) for name in ("content", "args", "payload")]
+#: Characters of buffered step text (content, args, payload) that make a chunk (~8 Mi: a few MB of
+#: Arrow data per chunk, so the buffer does not grow with a source's step sizes).
+CHUNK_CHARS = 8 * 2**20
 # The exact types each checked column accepts without a closer look (None included).
 _EXACT = {i: frozenset((*accepted, type(None))) for i, _, accepted, _ in _STEP_CHECKS}
 
@@ -87,10 +93,12 @@ def _wrong(value: Any, accepted: tuple[type, ...]) -> bool:
 class ChunkedTables:
     """Buffers episodes and steps and writes them through `writer` in chunks."""
 
-    def __init__(self, writer: CardWriter, *, chunk_episodes: int, chunk_steps: int):
+    def __init__(self, writer: CardWriter, *, chunk_episodes: int, chunk_steps: int, chunk_chars: int = CHUNK_CHARS):
         self._writer = writer
         self._chunk_episodes = chunk_episodes
         self._chunk_steps = chunk_steps
+        self._chunk_chars = chunk_chars
+        self._chars = 0  # characters of step text in self._steps
         self._episodes: list[dict[str, Any]] = []
         self._steps: list[list[Any]] = [[] for _ in STEP_COLUMNS]  # buffered steps, column by column
         self._buffered = 0  # steps in self._steps
@@ -177,6 +185,7 @@ class ChunkedTables:
                 self.time_inversions += sum(map(operator.lt, times[1:], times[:-1]))
             for buffered, values in zip(self._steps, columns, strict=True):
                 buffered.extend(values)
+            self._chars += sum(sum(map(len, filter(None, columns[i]))) for i in _TEXTS)
         self.ids.add(episode_id)
         self._places[episode_id] = (steps.file, steps.record)
         self._episodes.append(out)
@@ -184,7 +193,8 @@ class ChunkedTables:
         self.episodes += 1
         self.steps += n
         self._buffered += n
-        if len(self._episodes) >= self._chunk_episodes or self._buffered >= self._chunk_steps:
+        if (len(self._episodes) >= self._chunk_episodes or self._buffered >= self._chunk_steps
+                or self._chars >= self._chunk_chars):
             self.flush()
 
     def flush(self) -> None:
@@ -206,7 +216,7 @@ class ChunkedTables:
             self._writer.write_episodes(self._episode_table(self._episodes))
             self._episodes = []
         if self._buffered:
-            columns, self._steps, self._buffered = self._steps, [[] for _ in STEP_COLUMNS], 0
+            columns, self._steps, self._buffered, self._chars = self._steps, [[] for _ in STEP_COLUMNS], 0, 0
             arrays = [
                 pa.array(values, pa.string()).dictionary_encode() if pa.types.is_dictionary(t) else pa.array(values, t)
                 for values, t in zip(columns, _STEP_TYPES, strict=True)
