@@ -229,7 +229,6 @@ def _load() -> bool:
 # Digits to "0", every other byte to " ": a run of 19 digits is then found by bytes.find (C speed;
 # a regex for it costs 10x more on digit-rich text).
 _DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
-_RUN = b"0" * 19
 # Larger texts are decoded strictly: the fast path holds up to three transient copies of its text
 # (the window, its UTF-8 bytes, the digit map), which must not add a large document's size to the peak.
 _FAST_MAX = 1 << 24
@@ -275,17 +274,33 @@ def _long_integer(data: bytes | memoryview) -> bool:
 
 
 def _long_run(data: bytes | memoryview) -> bool:
-    """`_long_integer` by a scan of every byte."""
-    runs = bytes(data).translate(_DIGIT_RUNS)
-    at = runs.find(_RUN)
+    """`_long_integer` by a scan of every byte: NumPy maps the digits (~3x bytes.translate, whose
+    byte-at-a-time table walk was a quarter of a tau2-bench simulation's fast decode)."""
+    np = _numpy()
+    codes = np.frombuffer(data, np.uint8)
+    runs = np.less(np.subtract(codes, 0x30), 10).tobytes()  # b"\x01" per digit (uint8 wraps below "0")
+    at = runs.find(_DIGITS)
     while at >= 0:
         if at == 0 or data[at - 1] != 0x2E:  # "."
             return True
-        end = runs.find(b" ", at)
+        end = runs.find(b"\x00", at)
         if end < 0:
             return False
-        at = runs.find(_RUN, end)
+        at = runs.find(_DIGITS, end)
     return False
+
+
+_DIGITS = b"\x01" * 19
+_NUMPY: Any = None
+
+
+def _numpy() -> Any:
+    global _NUMPY
+    if _NUMPY is None:  # on first use: jsondoc is imported by commands that never scan a text
+        import numpy
+
+        _NUMPY = numpy
+    return _NUMPY
 
 
 def fast_decode(text: str | bytes) -> Any:

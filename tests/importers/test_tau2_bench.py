@@ -258,3 +258,25 @@ def test_a_run_that_wrote_no_simulation_says_so(tmp_path):
     assert str(err.value) == ("no episodes could be imported from results.json: 4 planned simulation(s) "
                               "(task x trial of info.num_trials) are not in the source")
     assert not (tmp_path / "card").exists()
+
+
+def test_the_results_artifact_is_the_canonical_text_of_the_header_and_every_task(tmp_path):
+    # Tasks are encoded in batches with the floats msgspec writes unlike repr marked as decoded (and
+    # one by one where a task was decoded strictly): the text must be json.dumps' canonical text of
+    # each task whatever the path — floats in exponent form, past a batch, a task read strictly.
+    import hashlib
+
+    doc = json.loads(external(REAL[0]).read_text())
+    base = doc["tasks"][0]
+    extra = [dict(base, id=f"extra-{i}", weight=[1e-05, 2.5e-7, 1e16, 1.5e20, 0.5, -0.0, i / 7][i % 7])
+             for i in range(600)]
+    extra[300]["note"] = "1234567890123456789012345"  # a long digit run: decoded strictly
+    doc["tasks"] = doc["tasks"] + extra
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    _, card = run_import("tau2-bench", [path], tmp_path / "card")
+    sha = card.episodes(columns=["meta.results_artifact"]).column(0)[0].as_py()
+    blob = (tmp_path / "card" / "artifacts" / sha).read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == sha
+    rest = _canonical({k: v for k, v in doc.items() if k not in ("simulations", "tasks")})
+    assert blob.decode() == rest[:-1] + ',"tasks":[' + ",".join(_canonical(t) for t in doc["tasks"]) + "]}"
