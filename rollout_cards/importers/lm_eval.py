@@ -409,8 +409,10 @@ def _declare_rules(session: ImportSession, this: Run, reported: dict[str, Any], 
                 session.note(f"{where}: the reported value {value!r} is not a finite number; no rule declared")
                 continue
             if any(v is None for v in samples) or abs(math.fsum(samples) / len(samples) - number) > 1e-6:
+                cause = (f"{len(session.malformed)} record(s) left out by --keep-going, or a corpus-level or other "
+                         "aggregation" if session.malformed else "a corpus-level or other aggregation")
                 session.note(f"{where}: the reported {number:.6g} is not the mean of the {len(samples)} per-sample "
-                             "values (a corpus-level or other aggregation); no rule declared")
+                             f"values ({cause}); no rule declared")
                 continue
             stderr = metrics.get(f"{metric}_stderr,{flt}")
             names = ", ".join("'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'" for t in scored)

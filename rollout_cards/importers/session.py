@@ -11,7 +11,9 @@ writer in the same parent, which sweeps it away (`io.staging.sweep_stale`). It
 - records each source file's sha256, size and URL in provenance;
 - with `keep_going`, turns records that cannot be mapped into one
   `source_malformed` drop per file with their count (otherwise the first bad
-  record stops the import with an error naming the file and the record);
+  record stops the import with an error naming the file and the record); a rule's
+  reported number the card then no longer gives back is taken out of `reported` and
+  the drop names the rule (`left_out`);
 - declares rules (`add_rule`), artifacts, drops, provenance, plan and notes.
 
 Source values reach the rule files, drop selectors and card.json the session writes
@@ -63,6 +65,8 @@ __all__ = ["ImportResult", "ImportSession", "MalformedRecord", "SourceVersion", 
 SourceVersion = tuple[int, int, int]
 
 _SHOWN_BAD = 5
+#: In the reason of each drop of records --keep-going left out (`_malformed_drops`).
+_KEPT_GOING = "(imported with --keep-going)"
 #: Keys of a rule document whose values are expressions (a mapping's values for `features`).
 _EXPRESSION_KEYS = frozenset(("select", "score", "features"))
 
@@ -201,6 +205,7 @@ class ImportSession:
         self._sources: list[SourceFile] = []
         self._bad: list[MalformedRecord] = []
         self._rules: list[dict[str, Any]] = []
+        self._docs: dict[str, dict[str, Any]] = {}  # rule id -> document, replayed when records were left out
         self._drops: list[Drop] = []
         self._notes: list[str] = []
         #: Tool results whose call the source does not hold (StepBuffer.orphan_results): count, episodes.
@@ -362,9 +367,9 @@ class ImportSession:
                     f"the rule {str(doc.get('rule'))[:80]!r} built from the sources would hold {what} of "
                     f"{len(value):,} characters at {where} ({_excerpt(value)}), more than the limit of {limit:,}; "
                     "a name, task or metric of the source is that long", file=self._source_names())
-        text = yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
-        rule_id = self._writer.add_rule(f"rules/{doc.get('rule')}.yaml", text=text)
+        rule_id = self._writer.add_rule(f"rules/{doc.get('rule')}.yaml", text=_rule_text(doc))
         self._rules.append({"rule": rule_id, "kind": doc.get("kind"), "reported": doc.get("reported", [])})
+        self._docs[rule_id] = dict(doc)
         return rule_id
 
     def add_artifact(self, data: bytes) -> str:
@@ -408,7 +413,7 @@ class ImportSession:
                 declaration="source_malformed",
                 loss_class="malformed_record",
                 reason=f"{len(bad)} record(s) of {Path(file).name} could not be mapped and were left out "
-                f"(imported with --keep-going): {shown}{more}",
+                f"{_KEPT_GOING}: {shown}{more}",
                 count=len(bad),
             )
 
@@ -453,6 +458,7 @@ class ImportSession:
                       "steps keep the source's order and the source's times")
         _release_freed_memory()
         self._writer.close()
+        files, drops = self._withhold_unreplayed() if self._bad else ({}, None)
         header = self._header
         provenance = Provenance.model_validate(
             {
@@ -475,8 +481,10 @@ class ImportSession:
             changes["plan"] = header.plan.model_dump(mode="json", exclude_none=True)
         if header.description:
             changes["description"] = header.description
+        if drops is not None:
+            changes["drops"] = drops
         try:
-            manifest = refresh_manifest(self._tmp, **changes)
+            manifest = refresh_manifest(self._tmp, files=files, **changes)
         except ValueError as exc:  # pydantic: the importer built an invalid header
             raise ImporterError(f"the imported card's manifest is invalid: {exc}") from None
         size = (self._tmp / "card.json").stat().st_size
@@ -501,6 +509,33 @@ class ImportSession:
             notes=list(self._notes),
             warnings=list(self._warnings),
         )
+
+    def _withhold_unreplayed(self) -> tuple[dict[str, bytes], list[dict[str, Any]] | None]:
+        """Records were left out (--keep-going): the reported numbers the closed card does not give
+        back are taken out of their rules (`left_out`), which the malformed-record drops then name in
+        `affects`. Returns the rule files to rewrite and the manifest's drops (None: unchanged)."""
+        from ..io.reader import open_card
+        from .left_out import replay_reported, without_unreplayed
+
+        failed = replay_reported(self._tmp, self._docs)
+        if not failed:
+            return {}, None
+        files = sorted({Path(b.file).name for b in self._bad})
+        left_out = (f"--keep-going left out {len(self._bad)} record(s) of {', '.join(files[:3])}"
+                    f"{' ...' if len(files) > 3 else ''} that the source's numbers may count (the source_malformed "
+                    "drop)")
+        out = {}
+        for rule in self._rules:
+            if rule["rule"] in failed:
+                doc = without_unreplayed(self._docs[rule["rule"]], failed[rule["rule"]], left_out)
+                out[f"rules/{rule['rule']}.yaml"] = _rule_text(doc).encode("utf-8")
+                rule["reported"] = doc.get("reported", [])
+                self.warn(f"{rule['rule']}: not declared as reported: {'; '.join(failed[rule['rule']].values())}; "
+                          f"{left_out}")
+        drops = [(d.model_copy(update={"affects": sorted({*d.affects, *failed})}) if d.loss_class == "malformed_record"
+                  and _KEPT_GOING in d.reason else d).model_dump(mode="json", exclude_none=True)
+                 for d in open_card(self._tmp, verify=False).manifest.drops]
+        return out, drops
 
     def _move_into_place(self) -> None:
         # The card replaced is renamed aside with an owner marker: if we die between the two
@@ -541,6 +576,10 @@ class ImportSession:
                 parent.rmdir()
             except OSError:
                 break
+
+
+def _rule_text(doc: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
 
 
 def _rule_values(doc: Mapping[str, Any]) -> Iterator[tuple[str, str, int, str]]:
