@@ -26,9 +26,9 @@ from ..io.hashing import MAX_LFS_POINTER, lfs_pointer
 
 __all__ = ["HEAD_BYTES", "compressed_error", "compression_of", "lfs_pointer_error", "member_pointer_error"]
 
-#: Bytes of a file's start that `compressed_error` looks at: a magic number needs 6, a Git
-#: LFS pointer's version line, oid line and size line fit in 160.
-HEAD_BYTES = 160
+#: Bytes of a file's start that `compressed_error` looks at: a magic number needs 6; a Git LFS
+#: pointer is a whole file of at most MAX_LFS_POINTER bytes, so a head one byte longer tells it apart.
+HEAD_BYTES = MAX_LFS_POINTER + 1
 
 # (magic, name, the command that writes the decompressed bytes of FILE to stdout)
 _MAGIC = (
@@ -62,8 +62,6 @@ def member_pointer_error(archive: str, member: str, data: bytes, record: str | N
     """The error for a `member` of `archive` whose bytes `data` are a Git LFS pointer, else None:
     the archive was made from a checkout without the LFS content, so its member stands for a file it
     does not hold (every format failed on it as a broken member, or the fix named the archive)."""
-    if len(data) > MAX_LFS_POINTER:
-        return None
     return _pointer_error(data, member, archive, record or member,
                           "the archive was made from a checkout without its LFS content; fetch the member in that "
                           "repository (`git lfs pull --include {base}`), make the archive again and import that")
@@ -73,7 +71,7 @@ def _pointer_error(head: bytes, name: str, file: str, record: str | None, fix: s
     pointer = lfs_pointer(head)
     if pointer is None:
         return None
-    what = f" of {pointer[1]:,} bytes" if pointer[1] is not None else ""
+    what = f" of {pointer[1]:,} bytes"
     return SourceFormatError(
         f"is a Git LFS pointer (it starts 'version https://git-lfs.github.com/spec/...'), not the file{what} it "
         f"stands for: " + fix.format(base=shlex.quote(name.rsplit("/", 1)[-1])), file=file, record=record)

@@ -487,12 +487,25 @@ def iter_jsonl(fh: BinaryIO, name: str, *, max_line_bytes: int = DEFAULT_MAX_VAL
         try:
             value = _decode(raw)
         except ValueError as exc:
-            if number == 1 and (compressed := compressed_error(name, raw[:HEAD_BYTES])) is not None:
+            if number == 1 and (compressed := compressed_error(name, _head(fh, raw))) is not None:
                 raise compressed from None
             whole = raw.endswith(b"\n") or str(exc) == BOM_PROBLEM
             truncated = "" if whole else " (the last line has no newline: is the file truncated?)"
             raise SourceFormatError(f"{exc}{truncated}", file=name, record=f"line {number}") from None
         yield number, value
+
+
+def _head(fh: BinaryIO, line: bytes) -> bytes:
+    """The file's first HEAD_BYTES bytes (a Git LFS pointer is known by its whole text, not its
+    first line); the first line when the file cannot be read again."""
+    try:
+        at = fh.tell()
+        fh.seek(0)
+        head = fh.read(HEAD_BYTES)
+        fh.seek(at)
+        return head
+    except (OSError, ValueError):  # not seekable (io.UnsupportedOperation is both)
+        return line[:HEAD_BYTES]
 
 
 def _lines(fh: BinaryIO, name: str, limit: int) -> Iterator[bytes]:

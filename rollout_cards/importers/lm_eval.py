@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
+from .compression import HEAD_BYTES, lfs_pointer_error
 from .json_stream import JsonStream, parse_json
 from .lm_eval_runs import Run, find_runs, open_runs, write_out_sample
 from .rule_files import rule_document, rule_id_part
@@ -234,8 +235,10 @@ def _first_metric(values: dict[tuple[str, str, str], list[Any]], task: str, flt:
 def _records(path: Path):
     """(label, record) of a samples file: JSON Lines, or (0.4.0-0.4.2) one JSON array."""
     with open(path, "rb") as fh:
-        head = fh.read(64).lstrip()
-    if head.startswith(b"["):
+        head = fh.read(HEAD_BYTES)
+    if (pointer := lfs_pointer_error(str(path), head)) is not None:
+        raise pointer  # its lines are read one by one, and a pointer is known by its whole text
+    if head.lstrip().startswith(b"["):
         with open(path, "rb") as fh:
             stream = JsonStream(fh, str(path), max_value_chars=_MAX_LINE, constants=True)
             for index, value in stream.document_items():

@@ -19,24 +19,29 @@ __all__ = ["CHUNK", "MAX_LFS_POINTER", "build_inventory", "lfs_pointer", "lfs_po
 CHUNK = 1024 * 1024
 #: git-lfs writes pointer files under 1024 bytes (its spec): a larger file is data whatever its first line
 MAX_LFS_POINTER = 1024
-# The version line a Git LFS pointer starts with (git-lfs spec; "hawser" is its pre-1.0 name).
-_LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
-_LFS_OID = re.compile(rb"^oid sha256:([0-9a-f]{64})$")
-_LFS_SIZE = re.compile(rb"^size ([0-9]{1,19})$")
+# The version URLs git-lfs reads a pointer by (lfs/pointer.go v1Aliases: alpha, pre-release "hawser",
+# public launch), compared as plain strings, as the spec says.
+_LFS_VERSIONS = (b"http://git-media.io/v/2", b"https://hawser.github.com/spec/v1", b"https://git-lfs.github.com/spec/v1")
+# The rest of a pointer, as git-lfs decodes it: extension lines (ext-<digit>-<name> sha256:<oid>, in their
+# sorted order), then oid and size; every line `key value\n`; nothing else (git-lfs spec, lfs/pointer.go).
+_LFS_BODY = re.compile(rb"((?:ext-[0-9]-[0-9A-Za-z_]+ sha256:[0-9a-f]{64}\n)*)"
+                       rb"oid sha256:([0-9a-f]{64})\nsize ([0-9]{1,19})\n")
 
 
-def lfs_pointer(head: bytes) -> tuple[str | None, int | None] | None:
-    """(sha256, size) a Git LFS pointer gives for the file it stands for (None for a line not
-    within `head`, the file's first bytes), or None when `head` does not start a pointer."""
-    if not head.startswith(_LFS_VERSIONS):
+def lfs_pointer(data: bytes) -> tuple[str, int] | None:
+    """(sha256, size) of the file a Git LFS pointer stands for when `data` — a whole file, or a head
+    longer than any pointer (MAX_LFS_POINTER + 1 bytes) — is exactly one, else None. A pointer is a
+    small text file of that grammar only: bytes that merely begin with its version line are data."""
+    if len(data) > MAX_LFS_POINTER or not data.startswith(b"version "):
         return None
-    oid = size = None
-    for line in head.split(b"\n")[1:]:
-        if (m := _LFS_OID.match(line)) is not None:
-            oid = m.group(1).decode("ascii")
-        elif (m := _LFS_SIZE.match(line)) is not None:
-            size = int(m.group(1))
-    return oid, size
+    version, _, body = data[8:].partition(b"\n")
+    if version not in _LFS_VERSIONS or (m := _LFS_BODY.fullmatch(body)) is None:
+        return None
+    extensions = m.group(1).splitlines()
+    size = int(m.group(3))
+    if extensions != sorted(extensions) or size >= 1 << 63:  # sorted keys; size an int64, as git-lfs parses it
+        return None
+    return m.group(2).decode("ascii"), size
 
 
 def lfs_pointer_note(data: bytes, sha256: str) -> str | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..errors import UnsafeArchiveError
 from ..model.card import MAX_COMPONENT_BYTES
 from ..numbers import parse_decimal
-from .hashing import MAX_LFS_POINTER, lfs_pointer
+from .hashing import lfs_pointer
 
 __all__ = [
     "BLOCK",
@@ -287,9 +287,9 @@ def _parse_pax(data: bytes, member: str, limits: ArchiveLimits) -> dict[str, str
 
 
 def _check_not_compressed(head: bytes, name: str) -> None:
-    if (pointer := lfs_pointer(head)) is not None and len(head) <= MAX_LFS_POINTER:
+    if (pointer := lfs_pointer(head)) is not None:
         # a .rcard kept in Git LFS and checked out without it: say so, not "too short to be a tar archive"
-        of = f" of {pointer[1]:,} bytes" if pointer[1] is not None else ""
+        of = f" of {pointer[1]:,} bytes"
         raise UnsafeArchiveError(
             f"is a Git LFS pointer, not the packed card{of} it stands for: it was checked out without its LFS "
             f"content; run `git lfs pull --include {os.path.basename(name)}` in that repository (or download the "

@@ -15,7 +15,9 @@ import zstandard
 
 from rollout_cards.errors import SourceFormatError
 from rollout_cards.importers.compression import compressed_error, compression_of
+from rollout_cards.importers.json_stream import iter_jsonl
 from rollout_cards.importers.run import import_source
+from rollout_cards.io.hashing import lfs_pointer
 from tests.conftest import REPO, external
 
 
@@ -157,16 +159,58 @@ def test_every_importer_names_a_git_lfs_pointer(tmp_path, fmt, rel, member):
     assert not (tmp_path / "card").exists()
 
 
-def test_the_lfs_message_gives_the_size_when_the_head_holds_it():
-    pointer = _lfs_pointer(b"x" * 123456)
-    assert "not the file of 123,456 bytes" in str(compressed_error("a/b.json", pointer[:160]))
-    # a JSONL reader sees the first line only: the size is left out, the pointer still named
-    first = str(compressed_error("a/b.jsonl", pointer.split(b"\n")[0] + b"\n", "line 1"))
-    assert "is a Git LFS pointer" in first and "bytes" not in first.split("stands for")[0]
-    assert compressed_error("a/b.yaml", b"version: 1\nsize 3\n") is None
-    assert compressed_error("a/b.json", b'{"version https://git-lfs.github.com/spec/v1": 1}') is None
-    # the pre-1.0 name of the spec ("hawser") is a pointer too
-    assert "is a Git LFS pointer" in str(compressed_error("b.json", b"version https://hawser.github.com/spec/v1\n"))
+# The v1 pointer of the git-lfs spec (git-lfs/git-lfs docs/spec.md, "Example of a v1 text pointer").
+SPEC_POINTER = (b"version https://git-lfs.github.com/spec/v1\n"
+                b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n")
+OID = b"4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393"
+
+
+@pytest.mark.parametrize("version", [b"https://git-lfs.github.com/spec/v1", b"https://hawser.github.com/spec/v1",
+                                     b"http://git-media.io/v/2"])
+def test_a_pointer_is_named_with_its_size_under_each_version_git_lfs_reads(version):
+    # lfs/pointer.go v1Aliases: public launch, the pre-release "hawser" and the alpha git-media URL
+    pointer = SPEC_POINTER.replace(b"https://git-lfs.github.com/spec/v1", version)
+    assert "is a Git LFS pointer" in (m := str(compressed_error("a/b.json", pointer)))
+    assert "not the file of 12,345 bytes" in m
+    ext = pointer.replace(b"\noid", b"\next-0-foo sha256:" + OID + b"\next-1-bar sha256:" + OID + b"\noid")
+    assert compressed_error("a/b.json", ext) is not None  # extension lines, sorted, before oid (the spec)
+
+
+@pytest.mark.parametrize("data", [
+    b"version https://hawser.github.com/spec/",  # hypothesis found it: a tar member's bytes began so
+    b"version https://git-lfs.github.com/spec/v1\n",  # the version line alone
+    SPEC_POINTER[:-1],  # no newline after size
+    SPEC_POINTER + b"\x00" * 40,  # a pointer's text followed by data: a larger file
+    SPEC_POINTER + b"extra line\n",
+    SPEC_POINTER.replace(b"\n", b"\r\n"),  # lines end in \n only
+    SPEC_POINTER.replace(b"spec/v1", b"spec/v2"),  # an unknown version (plain string comparison)
+    SPEC_POINTER.replace(b"sha256:4d", b"sha256:4D"),  # oid: lower-case hex
+    SPEC_POINTER.replace(b"sha256:", b"sha1:"),
+    SPEC_POINTER.replace(b"size 12345", b"size -1"),
+    SPEC_POINTER.replace(b"size 12345", b"size 99999999999999999999"),  # beyond int64
+    SPEC_POINTER.replace(b"oid", b"size 1\noid", 1).replace(b"\nsize 12345", b""),  # keys out of order
+    SPEC_POINTER.replace(b"\noid", b"\next-1-bar sha256:" + OID + b"\next-0-foo sha256:" + OID + b"\noid"),
+    SPEC_POINTER.replace(b"version ", b"version  "),  # one space between key and value
+    SPEC_POINTER + b" " * (1025 - len(SPEC_POINTER)),  # over git-lfs's 1024-byte bound
+    b'{"version https://git-lfs.github.com/spec/v1": 1}',
+    b"version: 1\nsize 3\n",
+])
+def test_only_the_pointer_grammar_is_a_pointer(data):
+    # a pointer was any file whose bytes began with a version line: the tar reader refused a member that is
+    # data (tests/importers/test_tar_reader.py::test_members_are_what_tarfile_reads, hypothesis)
+    assert lfs_pointer(data) is None
+    assert compressed_error("a/b.json", data) is None
+
+
+def test_a_jsonl_pointer_is_named_from_the_files_head_not_its_first_line(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(SPEC_POINTER)
+    with pytest.raises(SourceFormatError, match=r"is a Git LFS pointer .*not the file of 12,345 bytes"):
+        list(iter_jsonl(path.open("rb"), str(path)))
+    path.write_bytes(SPEC_POINTER.split(b"\n")[0] + b"\n{}\n")  # a version line, then JSON: not a pointer
+    with pytest.raises(SourceFormatError) as info:
+        list(iter_jsonl(path.open("rb"), str(path)))
+    assert "LFS" not in str(info.value) and info.value.record == "line 1"
 
 
 def _openhands_archive_with_pointer(tmp_path: Path) -> tuple[Path, Path, str, bytes]:
