@@ -305,6 +305,12 @@ class JsonStream:
         """Character offset of the parser in the file."""
         return self._base + self._pos
 
+    def byte_offset(self) -> int:
+        """Byte offset of the parser in the file (a fast stream's: it keeps the bytes behind the text)."""
+        if not self._fast:
+            raise ValueError("byte offsets are kept by fast streams only")
+        return self._byte_at(self._pos)
+
     def expect(self, char: str, what: str) -> None:
         """Consume `char` (after whitespace) or fail saying `what` was expected."""
         got = self.peek()

@@ -42,7 +42,7 @@ from ..errors import SourceFormatError
 from ..jsondoc import MISS, fast_decode
 from ..model.card import Software
 from .base import ImportRequest
-from .json_stream import read_document, reject_constant
+from .json_stream import JsonStream, parse_json, read_document, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession, read_source
 from .source_dir import children, directory_name, exit_statuses, regular_file
@@ -240,10 +240,19 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
     if len(yamls) > 1:
         session.note(f"{directory_name(root)}: {len(yamls)} exit_statuses files; an instance listed in several takes the "
                      "status of the latest file")
-    preds: dict[str, dict[str, Any]] = {}
+    preds: _Preds | None = None
     if "preds.json" in files:
         session.add_source(files["preds.json"], "mini-swe-agent-preds", url)
-        preds = _preds(session, files["preds.json"])
+        preds = _Preds(session, files["preds.json"])
+    try:
+        _import_instances(session, state, root, files, dirs, statuses, preds, agent)
+    finally:
+        if preds is not None:
+            preds.close()
+
+
+def _import_instances(session: ImportSession, state: _State, root: Path, files: dict[str, Path],
+                      dirs: dict[str, Path], statuses: dict[str, str], preds: _Preds | None, agent: str | None) -> None:
     trajs: dict[str, Path] = {}
     for name, sub in dirs.items():
         candidate = sub / f"{name}.traj.json"
@@ -252,16 +261,17 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
     for name, p in files.items():  # a flat layout (<id>.traj.json beside preds.json) is read too
         if name.endswith(".traj.json") and name[: -len(".traj.json")] not in trajs:
             trajs[name[: -len(".traj.json")]] = p
-    if not (statuses or preds or trajs):
+    listed = preds.where if preds is not None else {}
+    if not (statuses or listed or trajs):
         raise SourceFormatError("is not a mini-swe-agent output directory (no preds.json, exit_statuses_*.yaml "
                                 "or <instance>/<instance>.traj.json)", file=str(root))
-    models = sorted({p["model_name_or_path"] for p in preds.values() if isinstance(p.get("model_name_or_path"), str)})
+    models = sorted(set(preds.models.values())) if preds is not None else []
     default_agent = agent or (models[0] if len(models) == 1 else None)
     # With no model named anywhere the run is named after its directory (that of `.` too).
     run_name = directory_name(root)
     planned_here: list[tuple[str, str]] = []
-    for iid in sorted(set(statuses) | set(preds) | set(trajs)):
-        pred = preds.get(iid)
+    for iid in sorted(set(statuses) | set(listed) | set(trajs)):
+        pred = preds.get(iid) if preds is not None else None
         who = default_agent or (pred.get("model_name_or_path") if pred else None)
         if iid in trajs:
             path = trajs[iid]
@@ -284,23 +294,70 @@ def _import_dir(session: ImportSession, state: _State, root: Path, url: str | No
             state.listed_status[(who, statuses[iid])] += 1
 
 
-def _preds(session: ImportSession, path: Path) -> dict[str, dict[str, Any]]:
-    doc = read_document(path, max_value_chars=_MAX_FILE_CHARS)
-    if not isinstance(doc, dict):
-        raise SourceFormatError("is not a JSON object keyed by instance id", file=str(path))
-    out = {}
-    for iid, pred in doc.items():
-        with session.record():
-            if not isinstance(pred, dict):
-                raise SourceFormatError("is not a prediction object", file=str(path), record=iid)
-            patch = pred.get("model_patch")
-            if patch is not None and not isinstance(patch, str):
-                raise SourceFormatError("model_patch is not text", file=str(path), record=iid)
-            if pred.get("instance_id", iid) != iid:
-                raise SourceFormatError(f"instance_id {pred.get('instance_id')!r} differs from its key",
-                                        file=str(path), record=iid)
-            out[iid] = pred
-    return out
+class _Preds:
+    """preds.json, streamed: each instance's model name and the byte range of its prediction in the
+    file, read again (`get`) when the instance's episode is written, so a large run's patches (~19 MB
+    at 20,000 instances) are not held through the import. A file changed in between is seen by the
+    session's check of every source's version when the import finishes."""
+
+    def __init__(self, session: ImportSession, path: Path):
+        self.path = path
+        self.where: dict[str, tuple[int, int]] = {}
+        self.models: dict[str, str] = {}
+        self._fh = open(path, "rb")  # noqa: SIM115 - closed by close(), after the directory is imported
+        try:
+            self._read(session)
+        except BaseException:
+            self._fh.close()
+            raise
+
+    def _read(self, session: ImportSession) -> None:
+        path = self.path
+        stream = JsonStream(self._fh, str(path), max_value_chars=_MAX_FILE_CHARS)
+        stream.record = "document"
+        if stream.peek() != "{":
+            stream.read_value()  # a malformed document fails as malformed
+            stream.end()
+            raise SourceFormatError("is not a JSON object keyed by instance id", file=str(path))
+        for iid in stream.object_keys():
+            # A repeated key: the last one's value, at the first one's place (as a JSON decoder keeps it).
+            self.where.pop(iid, None)
+            self.models.pop(iid, None)
+            stream.record = iid
+            stream.peek()  # past the whitespace before the value
+            start = stream.byte_offset()
+            pred = stream.read_value()
+            end = stream.byte_offset()
+            with session.record():
+                _check_pred(path, iid, pred)
+                self.where[iid] = (start, end)
+                if isinstance(pred.get("model_name_or_path"), str):
+                    self.models[iid] = pred["model_name_or_path"]
+        stream.record = None
+        stream.end()
+        self._fh.seek(0)
+
+    def get(self, iid: str) -> dict[str, Any] | None:
+        """The prediction of `iid` (None when preds.json has none)."""
+        at = self.where.get(iid)
+        if at is None:
+            return None
+        self._fh.seek(at[0])
+        return parse_json(self._fh.read(at[1] - at[0]), str(self.path), iid)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _check_pred(path: Path, iid: str, pred: Any) -> None:
+    if not isinstance(pred, dict):
+        raise SourceFormatError("is not a prediction object", file=str(path), record=iid)
+    patch = pred.get("model_patch")
+    if patch is not None and not isinstance(patch, str):
+        raise SourceFormatError("model_patch is not text", file=str(path), record=iid)
+    if pred.get("instance_id", iid) != iid:
+        raise SourceFormatError(f"instance_id {pred.get('instance_id')!r} differs from its key",
+                                file=str(path), record=iid)
 
 
 def _listed_only(session: ImportSession, state: _State, root: Path, iid: str, agent: str, exit_status: str,

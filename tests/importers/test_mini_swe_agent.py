@@ -402,3 +402,37 @@ def test_a_bad_responses_api_message_names_the_message(tmp_path):
     (root / "a" / "a.traj.json").write_text(json.dumps(_traj("a", "Submitted", bad)))
     with pytest.raises(SourceFormatError, match=r"messages\[2\] is a Responses API response whose output is not a list"):
         run_import("mini-swe-agent", [root], tmp_path / "card")
+
+
+def test_each_instance_gets_its_own_patch_from_a_preds_file_read_by_byte_ranges(tmp_path):
+    # preds.json is streamed and each prediction read again by its byte range: non-ASCII patches
+    # (ranges in bytes, not characters), values past the stream's 1 MiB buffer and a repeated key
+    # (the last value wins, as json.loads keeps it) must give each instance the patch json.loads gives.
+    import hashlib
+
+    ids = [f"i{k}" for k in range(40)]
+    statuses = {"Submitted": ids}
+    root = _write_run(tmp_path / "run", statuses, {i: _traj(i, "Submitted") for i in ids[:3]}, {})
+    parts = [f'"{i}": {json.dumps({"model_name_or_path": "m", "instance_id": i, "model_patch": "é😀 " * (k * 4000) + i})}'
+             for k, i in enumerate(ids)]
+    parts.append('"i5": {"model_name_or_path": "m", "instance_id": "i5", "model_patch": "the last i5 ✓"}')
+    text = "{\n  " + ",\n  ".join(parts) + "\n}"
+    (root / "preds.json").write_text(text, encoding="utf-8")
+    expected = json.loads(text)
+    _, card = run_import("mini-swe-agent", [root], tmp_path / "card")
+    rows = {e["task_id"]: e for e in card.episodes().to_pylist()}
+    assert sorted(rows) == sorted(ids)
+    for iid, row in rows.items():
+        if iid in ids[:3]:
+            continue  # a trajectory's own submission may be what its patch artifact holds
+        blob = (tmp_path / "card" / "artifacts" / row["meta.patch_artifact"]).read_bytes()
+        assert blob.decode("utf-8") == expected[iid]["model_patch"], iid
+        assert hashlib.sha256(blob).hexdigest() == row["meta.patch_artifact"]
+
+
+def test_a_preds_file_that_is_not_an_object_names_the_file(tmp_path):
+    root = _write_run(tmp_path / "run", {"Submitted": ["a"]}, {}, {})
+    (root / "preds.json").write_text('[{"instance_id": "a"}]')
+    with pytest.raises(SourceFormatError, match="not a JSON object keyed by instance id") as err:
+        run_import("mini-swe-agent", [root], tmp_path / "card")
+    assert "preds.json" in str(err.value)
