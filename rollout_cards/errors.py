@@ -155,10 +155,21 @@ class RuleError(RolloutCardError):
         self.file = file
         self.key = key
         self.line = line
+        #: The message without its place (what `at_line` builds the text again from).
+        self.detail = message
         self.card: str | None = getattr(file, "card", None)
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        file, line = self.file, self.line
         place = f"{file}:{line}" if file and line else (file or (f"line {line}" if line else None))
-        where = ": ".join(x for x in (place, key) if x)
-        super().__init__(f"{where}: {message}" if where else message)
+        where = ": ".join(x for x in (place, self.key) if x)
+        return f"{where}: {self.detail}" if where else self.detail
+
+    def at_line(self, line: int) -> None:
+        """Name `line` of the file as the place (the message is built again from the fields)."""
+        self.line = line
+        self.args = (self._text(),)
 
 
 _WINDOW = 100  # characters of an expression shown above the caret

@@ -179,11 +179,8 @@ def located(exc: RuleError, file: str | None) -> RuleError:
     if not lines or exc.line is not None or not exc.key or exc.file is None or str(exc.file) != str(file):
         return exc
     line = line_of_key(exc.key, lines)
-    message = str(exc)
-    if line is None or not message.startswith(f"{file}: "):
-        return exc
-    exc.line = line
-    exc.args = (f"{file}:{line}: {message[len(file) + 2:]}",)
+    if line is not None:
+        exc.at_line(line)
     return exc
 
 

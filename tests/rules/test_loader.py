@@ -155,3 +155,21 @@ def test_numbers_yaml_reads_as_strings_or_ints_are_still_numbers():
                       "  - value: 1e-1\n    tolerance: 1e-4\n")
     assert rule.version == 16  # YAML's hexadecimal integer
     assert rule.on_missing == 1.0 and rule.reported[0].value == 0.1 and rule.reported[0].tolerance == 1e-4
+
+
+def test_located_builds_the_message_again_from_the_errors_fields():
+    # located rewrote str(exc) by cutting a "FILE: " prefix off it; now the place comes from the fields
+    from rollout_cards.rules.loader import RuleFile, located
+
+    file = RuleFile("rules/r.yaml", {("rule",): 1, ("score",): 4, ("aggregate", "group_by"): 7})
+    exc = located(RuleError("unknown column 'x'; the card has: a, b", file=file, key="score"), file)
+    assert (exc.line, str(exc)) == (4, "rules/r.yaml:4: score: unknown column 'x'; the card has: a, b")
+    assert exc.detail == "unknown column 'x'; the card has: a, b"
+    expr = located(ExpressionError("not a boolean", expression="score.x + 1", column=9, file=file,
+                                   key="aggregate.group_by"), file)
+    assert str(expr) == ("rules/r.yaml:7: aggregate.group_by: not a boolean (column 9)\n    score.x + 1\n"
+                         "            ^")
+    other = RuleError("no such rule", file=RuleFile("rules/other.yaml", file.lines), key="score")
+    assert located(other, file) is other and other.line is None  # another file's error keeps its text
+    unknown = located(RuleError("bad", file=file, key="nowhere"), file)
+    assert unknown.line is None and str(unknown) == "rules/r.yaml: nowhere: bad"
