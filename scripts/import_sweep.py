@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -413,6 +413,21 @@ def one_case(k: int, fmt: str, rels: list[str], options: list[str], rng: random.
     return bad
 
 
+def numbered(per_source: int) -> Iterator[tuple[int, str, list[str], list[str]]]:
+    """(case number, format, sources, options) of every case, in the order case numbers count them."""
+    k = 0
+    for fmt, seeds in SOURCES.items():
+        for rels, options in seeds:
+            for _ in range(per_source):
+                yield k, fmt, rels, options
+                k += 1
+
+
+def case_rng(seed: int, k: int) -> random.Random:
+    """The mutations' random source of case `k` of a sweep with `seed` (what --case reruns)."""
+    return random.Random(f"{seed}:{k}")  # noqa: S311 (reproducible, not a secret)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("cases", nargs="?", type=int, default=20, help="cases per source")
@@ -427,18 +442,14 @@ def main() -> int:
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="import_sweep."))
     started = time.process_time()
-    k, n_bad, ran = 0, 0, 0
-    for fmt, seeds in SOURCES.items():
-        for rels, options in seeds:
-            for _ in range(args.cases):
-                rng = random.Random(f"{args.seed}:{k}")  # noqa: S311 (reproducible, not a secret)
-                if (args.only is None or args.only == fmt) and (args.case is None or args.case == k):
-                    bad = one_case(k, fmt, rels, options, rng, tmp, args.verbose or args.case is not None)
-                    ran += 1
-                    for line in bad:
-                        print(line, flush=True)
-                    n_bad += bool(bad)
-                k += 1
+    n_bad, ran = 0, 0
+    for k, fmt, rels, options in numbered(args.cases):
+        if (args.only is None or args.only == fmt) and (args.case is None or args.case == k):
+            bad = one_case(k, fmt, rels, options, case_rng(args.seed, k), tmp, args.verbose or args.case is not None)
+            ran += 1
+            for line in bad:
+                print(line, flush=True)
+            n_bad += bool(bad)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"cases {ran} bad {n_bad} exit codes {dict(sorted(CODES.items()))} cpu {time.process_time() - started:.0f} s "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10} MiB")
