@@ -117,7 +117,12 @@ def add_trajectory(
     if cont is not None:
         if not isinstance(cont, str):
             raise steps.error(f"{where}continued_trajectory_ref is not a path")
-        sub, label = _load_file(cont, None, steps, scope, f"{where}continued_trajectory_ref")
+        # a continuation keeps its episode's session_id (Harbor terminus-2 golden linear-history files)
+        loaded = _load_file(cont, record.get("session_id"), steps, scope, f"{where}continued_trajectory_ref")
+        if loaded is None:
+            raise steps.error(f"{where}continued_trajectory_ref: {cont[:200]!r} does not exist beside the "
+                              "trajectory (the episode's later steps are in it)")
+        sub, label = loaded
         counts.continuations += 1
         # an empty dict (no final_metrics in the last file) makes the episode sum its steps instead
         counts.last_final_metrics = sub["final_metrics"] if isinstance(sub.get("final_metrics"), dict) else {}
@@ -132,9 +137,9 @@ def declare_counts(session: Any, counts: AtifCounts) -> None:
     if counts.subagents_not_in_source:
         session.add_drop(target="steps", action="unobserved", declaration="source_missing",
                          loss_class="missing_trajectory", count=counts.subagents_not_in_source,
-                         reason="sub-agents referenced by session_id only (subagent_trajectory_ref without "
-                         "trajectory_path or trajectory_id, valid up to ATIF v1.6): their trajectories are not in "
-                         "the source; each is an empty span_begin / span_end where it was launched")
+                         reason="sub-agents whose trajectories are not in the source (a subagent_trajectory_ref "
+                         "with session_id only, valid up to ATIF v1.6, or whose trajectory_path no file beside the "
+                         "trajectory has): each is an empty span_begin / span_end where it was launched")
 
 
 def declare_copied_context(session: Any, count: int) -> None:
@@ -271,13 +276,16 @@ def _subagent(ref: Any, where: str, source: str | None, t: int | None, steps: St
     if len(scope.chain) >= _MAX_DEPTH:
         raise steps.error(f"{where}: sub-agents nest more than {_MAX_DEPTH} deep")
     tid, path = ref.get("trajectory_id"), ref.get("trajectory_path")
+    loaded = None
     if isinstance(tid, str) and tid in scope.embedded:
-        sub, label = scope.embedded[tid], f"subagent {tid}"
+        loaded = scope.embedded[tid], f"subagent {tid}"
     elif isinstance(path, str):
-        sub, label = _load_file(path, ref.get("session_id"), steps, scope, where)
-    elif tid is None and isinstance(ref.get("session_id"), str):
+        loaded = _load_file(path, ref.get("session_id"), steps, scope, where)
+    if loaded is None and (isinstance(path, str) or tid is None) and isinstance(ref.get("session_id"), str):
         # ATIF v1.6 and earlier: a ref needs only the sub-agent's session_id; its trajectory may not be
-        # in the source at all. The span says a sub-agent ran here; its steps are declared missing.
+        # in the source at all. Nor is a trajectory_path's file always kept beside the trajectory: Harbor's
+        # own terminus-2 golden linear-history trajectory names three no one saved. The span says a
+        # sub-agent ran here; its steps are declared missing.
         counts.subagents_not_in_source += 1
         name = ref["session_id"]
         begin = steps.add("span_begin", name=name, t=t, payload={"ref": ref, "trajectory": "not in the source",
@@ -285,8 +293,12 @@ def _subagent(ref: Any, where: str, source: str | None, t: int | None, steps: St
                           **nest)
         steps.add("span_end", name=name, payload={"launched_by": begin}, **nest)
         return
-    else:
+    if loaded is None and isinstance(path, str):
+        raise steps.error(f"{where}: trajectory_path {path[:200]!r} does not exist beside the trajectory "
+                          "and the ref has no session_id to name the sub-agent by")
+    if loaded is None:
         raise steps.error(f"{where} names no embedded trajectory_id of this trajectory and no trajectory_path")
+    sub, label = loaded
     if label in scope.chain:
         raise steps.error(f"{where}: {label} refers back to a trajectory that contains it")
     name = None
@@ -304,8 +316,9 @@ def _subagent(ref: Any, where: str, source: str | None, t: int | None, steps: St
     steps.add("span_end", name=name or label, payload=sub_meta or None, **nest)
 
 
-def _load_file(path: str, session_id: Any, steps: StepBuffer, scope: _Scope, where: str) -> tuple[dict[str, Any], str]:
-    """A referenced trajectory file inside the scope's directory (never outside it)."""
+def _load_file(path: str, session_id: Any, steps: StepBuffer, scope: _Scope,
+               where: str) -> tuple[dict[str, Any], str] | None:
+    """A referenced trajectory file inside the scope's directory (never outside it); None when there is none."""
     if scope.directory is None:
         raise steps.error(f"{where}: trajectory_path {path[:200]!r} cannot be resolved (no source directory)")
     pure = PurePosixPath(path.replace("\\", "/"))
@@ -317,8 +330,7 @@ def _load_file(path: str, session_id: Any, steps: StepBuffer, scope: _Scope, whe
     if found is None and len(pure.parts) == 1:
         found = _prefixed_sibling(scope.directory, pure.name, session_id, steps, where)
     if found is None:
-        raise steps.error(f"{where}: trajectory_path {path[:200]!r} does not exist beside the trajectory "
-                          f"(looked for {candidate})")
+        return None  # not in the source: the caller declares it
     label = found.name
     value = read_document(found, max_value_chars=_MAX_SUB_CHARS)
     if not is_atif(value):

@@ -230,6 +230,36 @@ def test_a_v16_ref_by_session_id_only_is_an_empty_declared_span(tmp_path):
     assert_valid(tmp_path / "c")
 
 
+def test_a_ref_whose_trajectory_path_file_is_absent_is_an_empty_declared_span(tmp_path):
+    """Harbor's terminus-2 golden `hello-world-context-summarization-linear-history.trajectory.json`
+    (harbor tests/golden/terminus_2, as copied in sachiny0106/Xelron @6cb22d12) refs three summarization
+    sub-agents by session_id + trajectory_path, and no such file was saved beside it: Harbor's Trajectory
+    model accepts it (refs are not resolved). The import declares them instead of refusing the file.
+    Its continuation is saved under the golden prefix (`<name>.trajectory.cont-1.json` for the ref
+    `trajectory.cont-1.json`) with the episode's session_id, and is found by it."""
+    refs = [{"session_id": f"s-{n}", "trajectory_path": f"trajectory.summarization-1-{n}.json",
+             "extra": {"summary": n}} for n in ("summary", "questions", "answers")]
+    doc = _traj([{"step_id": 1, "source": "user", "message": "go"},
+                 {"step_id": 2, "source": "system", "message": "summarized",
+                  "observation": {"results": [{"subagent_trajectory_ref": refs}]}}], schema_version="ATIF-v1.6",
+                continued_trajectory_ref="trajectory.cont-1.json")
+    path = tmp_path / "golden.trajectory.json"
+    path.write_text(json.dumps(doc))
+    cont = _traj([{"step_id": 1, "source": "user", "message": "go", "is_copied_context": True},
+                  {"step_id": 2, "source": "agent", "message": "after"}], schema_version="ATIF-v1.6")
+    (tmp_path / "golden.trajectory.cont-1.json").write_text(json.dumps(cont))
+    _r, card = run_import("atif", [path], tmp_path / "c")
+    rows = card.steps(columns=["kind", "name", "payload", "content"]).to_pylist()
+    assert rows[-1]["content"] == "after"
+    spans = [r for r in rows if r["kind"] == "span_begin"]
+    assert [r["name"] for r in spans] == [ref["session_id"] for ref in refs]
+    assert [json.loads(r["payload"])["ref"] for r in spans] == refs
+    assert sum(r["kind"] == "span_end" for r in rows) == len(refs)
+    (drop,) = [d for d in card.manifest.drops if d.loss_class == "missing_trajectory"]
+    assert drop.count == len(refs) and drop.target == "steps"
+    assert_valid(tmp_path / "c")
+
+
 def test_a_v17_root_without_session_id_is_named_by_its_trajectory_id(tmp_path):
     doc = {"schema_version": "ATIF-v1.7", "trajectory_id": "traj-root-1", "agent": {"name": "a", "version": "1"},
            "steps": [{"step_id": 1, "source": "user", "message": "hi"}]}
