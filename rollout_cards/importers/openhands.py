@@ -62,6 +62,7 @@ _ROLES = {"user": "user", "agent": "assistant", "environment": "tool"}
 # benchmarks' evaluation.py ("Instance did not complete within {n}s timeout", inside "Instance failed after ...")
 _TIMEOUT = re.compile(r"^Timeout after \d+ seconds|Instance did not complete within \d+s timeout")
 _STATUS_CODE = re.compile(r"(?:STATUS|CHAT_INTERFACE)\$\w+")  # V0 RuntimeStatus values set as last_error
+_OPENDEVIN_ID_KEYS = ("id", "task_id", "question_id")  # 2024 per-benchmark output dicts (_opendevin_id_key)
 _KNOWN = frozenset(("instance_id", "instruction", "instance", "metadata", "history", "metrics", "error",
                     "test_result", "attempt"))
 
@@ -139,6 +140,10 @@ class OpenHandsImporter:
             session.note(f"{stats['pair_lines']} line(s) have the 2024 (OpenDevin) history of [action, observation] "
                          "pairs: read as the action, observation, ... sequence (a placeholder NullObservation "
                          "'No observation' is kept as an observation step)")
+        for key in _OPENDEVIN_ID_KEYS:
+            if stats.get(f"id_key:{key}"):
+                session.note(f"{stats[f'id_key:{key}']} line(s) are a 2024 OpenDevin benchmark's own output dict, "
+                             f"written before EvalOutput: their id field `{key}` is the episode and task id")
         if stats["ended_on_event"]:
             session.note(f"{stats['ended_on_event']} line(s) have no `error` but their V1 history ends on a "
                          "ConversationErrorEvent (MaxIterationsReached / MaxBudgetReached → limit, any other code → "
@@ -165,12 +170,12 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
         raise probe.error("is not a JSON object (an OpenHands EvalOutput line)")
     if is_resolver_line(record):
         return _resolver(record, label, file, agent_override, session, stats)
-    if "instance_id" not in record:
-        raise probe.error("has no instance_id: not an OpenHands EvalOutput line (nor a resolver line: no issue "
-                          "object and issue_type)")
-    instance = record.get("instance_id")
+    id_key = "instance_id" if "instance_id" in record else _opendevin_id_key(record, probe)
+    instance = record.get(id_key)
     if isinstance(instance, bool) or not isinstance(instance, (str, int)) or instance == "":
-        raise probe.error(f"instance_id {instance!r} is not an id")
+        raise probe.error(f"{id_key} {instance!r} is not an id")
+    if id_key != "instance_id":
+        stats[f"id_key:{id_key}"] = stats.get(f"id_key:{id_key}", 0) + 1
     attempt = record.get("attempt", 1)
     if type(attempt) is not int or not 1 <= attempt < 1 << 31:
         raise probe.error(f"attempt {attempt!r} is not a positive integer (the V1 harness counts attempts from 1)")
@@ -222,10 +227,28 @@ def _episode(record: Any, label: str, path: Path, agent_override: str | None, se
             _v1_history(history, steps, path, str(instance), session, subs)
         else:
             _history(history, steps, stats, subs)
-    rest = {k: v for k, v in record.items() if k not in _KNOWN}
+    rest = {k: v for k, v in record.items() if k not in _KNOWN and k != id_key}
     if rest:
         row["meta.record"] = json_text(rest)
     return row, steps
+
+
+def _opendevin_id_key(record: dict[str, Any], probe: StepBuffer) -> str:
+    """The id field of a 2024 OpenDevin benchmark line, written before EvalOutput named it instance_id.
+
+    Each run_infer.py built its own dict (OpenHands @a9823491, 2024-05): logic_reasoning and mint
+    `id`, humanevalfix `task_id`, gorilla `question_id`; all with a history of [action, observation]
+    pairs. Only that shape is read so, and only when exactly one of those fields is there.
+    """
+    history = record.get("history")
+    pairs = isinstance(history, list) and all(isinstance(p, list) and len(p) == 2 for p in history)
+    keys = [k for k in _OPENDEVIN_ID_KEYS if k in record]
+    if not pairs or len(keys) != 1:
+        found = f" (it has {', '.join(keys)}: more than one 2024 id field)" if len(keys) > 1 else ""
+        raise probe.error("has no instance_id: not an OpenHands EvalOutput line (nor a resolver line: no issue "
+                          "object and issue_type; nor a 2024 OpenDevin benchmark line: a history of [action, "
+                          f"observation] pairs and one of {', '.join(_OPENDEVIN_ID_KEYS)}){found}")
+    return keys[0]
 
 
 def _resolver(record: dict[str, Any], label: str, file: str, agent_override: str | None, session: ImportSession,

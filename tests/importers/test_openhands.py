@@ -111,6 +111,48 @@ def test_the_2024_pair_history_and_top_level_git_patch(tmp_path):
     assert any("pairs" in n for n in result.notes)
 
 
+def _opendevin_pairs():
+    run = {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls"}, "message": "Running ls"}
+    out = {"id": 2, "source": "agent", "cause": 1, "observation": "run", "content": "a.py", "extras": {}}
+    return [[run, out]]
+
+
+def test_2024_opendevin_benchmark_lines_are_keyed_by_their_own_id_field(tmp_path):
+    """OpenDevin's 2024 benchmarks wrote their own dicts before EvalOutput (OpenHands @a9823491
+    evaluation/logic_reasoning/run_infer.py: `id`; evaluation/gorilla/run_infer.py @fc7b6bba:
+    `question_id`, an int; humanevalfix: `task_id`), each with a history of [action, observation]
+    pairs. Their committed outputs (evaluation_outputs/.../ProntoQA/.../output.jsonl, gorilla's
+    output_gpt-4o-2024-05-13_tf.jsonl) were refused: "has no instance_id"."""
+    lines = [{"id": "ProntoQA_1", "instance": {"answer": "B"}, "instruction": "solve", "history": _opendevin_pairs(),
+              "final_message": "'A'", "error": None, "test_result": {"result": False}},
+             {"question_id": 7, "text": "<<<api_call>>>", "correct": True, "metadata": {"agent_class": "CodeActAgent"},
+              "history": _opendevin_pairs(), "error": None},
+             {"task_id": "Python/3", "instruction": "fix", "history": _opendevin_pairs(), "error": None,
+              "test_result": {"result": {"pass@1": 1.0}}}]
+    src = tmp_path / "output.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result, card = run_import("openhands", [src], tmp_path / "c")
+    assert_valid(tmp_path / "c")
+    rows = card.episodes().to_pylist()
+    expected = [str(x.get("id", x.get("question_id", x.get("task_id")))) for x in lines]
+    assert [r["episode_id"] for r in rows] == [r["task_id"] for r in rows] == expected
+    assert rows[0]["score.result"] is False and rows[2]["score.result.pass@1"] == 1.0
+    assert json.loads(rows[1]["meta.record"]) == {"text": "<<<api_call>>>", "correct": True}
+    assert sum("id field" in n for n in result.notes) == 3
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ({"id": "a", "task_id": "b"}, "it has id, task_id"),
+    ({"id": "a", "history": [{"action": "run"}]}, "has no instance_id"),
+])
+def test_a_line_without_instance_id_is_read_only_in_the_2024_shape(tmp_path, line, message):
+    src = tmp_path / "output.jsonl"
+    src.write_text(json.dumps({"history": _opendevin_pairs(), **line}) + "\n")
+    with pytest.raises(SourceFormatError) as info:
+        run_import("openhands", [src], tmp_path / "c")
+    assert message in str(info.value) and "line 1" in str(info.value)
+
+
 def test_v1_attempt_files_are_trials_of_one_instance(tmp_path):
     # V1 iterative runs (benchmarks utils/evaluation.py, iterative.py): output.critic_attempt_<n>.jsonl, each
     # line with `attempt` n; two attempt files of one instance were "episode id occurs twice"
