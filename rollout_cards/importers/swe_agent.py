@@ -33,6 +33,7 @@ from ..errors import SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import iter_records, read_document
+from .mini_swe_agent import UNRECORDED
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
 from .source_dir import children, directory_name, exit_statuses, regular_file
@@ -134,6 +135,7 @@ class SweAgentImporter:
         planned: dict[tuple[str, str], None] = {}
         seen: set[str] = set()
         untimed = 0
+        demos: list[str] = []  # history-only trajectories (demonstrations)
         for path, url in trajs:
             session.add_source(path, self.name, url)
             iid = path.name.removesuffix(".traj")
@@ -142,7 +144,7 @@ class SweAgentImporter:
             planned[(iid, agent)] = None
             seen.add(iid)
             with session.record():
-                untimed += _episode(session, path, iid, agent, pred, counts, listed.get(iid))
+                untimed += _episode(session, path, iid, agent, pred, counts, listed.get(iid), demos)
         for iid, pred in preds.items():
             if iid not in seen:
                 planned[(iid, request.agent or pred.get("model_name_or_path") or "swe-agent")] = None
@@ -154,7 +156,7 @@ class SweAgentImporter:
         for note in counts.notes():
             session.note(note)
         if session.episodes_written:
-            _finish(session, list(planned), seen, untimed, listed)
+            _finish(session, list(planned), seen, untimed, listed, demos)
 
 
 def _predictions(session: ImportSession, path: Path) -> dict[str, dict[str, Any]]:
@@ -183,7 +185,7 @@ def read_trajectory(path: Path) -> Any:
 
 
 def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dict[str, Any] | None,
-             counts: ChatMapping, listed: str | None) -> int:
+             counts: ChatMapping, listed: str | None, demos: list[str]) -> int:
     doc = read_trajectory(path)
     steps = StepBuffer(f"{agent}/{iid}", file=str(path), record=iid)
     if not isinstance(doc, dict):
@@ -194,11 +196,15 @@ def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dic
         doc = {"info": {}, "history": [], **doc}
         session.note(f"{path.name}: a retry-agent trajectory saved mid-run (attempts only, no chosen attempt); "
                      "the finished attempts are kept in meta.attempts, the running attempt was never saved")
+    demo = "info" not in doc and isinstance(doc.get("history"), list)
+    if demo:
+        # a demonstration (trajectories/demonstrations/function_calling_simple.traj @c37c3234): history
+        # only. SWE-agent's inspector reads it with info {} (inspector/server.py @3ea751c0): how it
+        # ended and its usage are not recorded, and are declared so (_finish), never guessed
+        doc = {**doc, "info": {}}
+        demos.append(iid)
     if not isinstance(doc.get("info"), dict):
-        what = ("a demonstration (history only, SWE-agent's trajectories/demonstrations) rather than a run's "
-                "trajectory" if isinstance(doc.get("history"), list) and "info" not in doc else "not a SWE-agent "
-                "trajectory")
-        raise steps.error(f"has no info object (how the run ended, its usage): it is {what}")
+        raise steps.error("has no info object (how the run ended, its usage): it is not a SWE-agent trajectory")
     info = doc["info"]
     history = doc.get("history")
     if not isinstance(history, list):
@@ -219,7 +225,11 @@ def _episode(session: ImportSession, path: Path, iid: str, agent: str, pred: dic
         "meta.listed_exit_status": listed,
         "meta.environment": text(steps, doc.get("environment"), "environment"),
     }
-    if exit_status is None or exit_status == _INCOMPLETE:
+    if demo:
+        row["error_type"] = UNRECORDED
+        row["error_message"] = "a demonstration (history only, no info): how it ended is not recorded"
+        row["meta.trajectory_shape"] = "demonstration"
+    elif exit_status is None or exit_status == _INCOMPLETE:
         row["error_type"] = "incomplete"
         row["error_message"] = (f"the trajectory has {'exit status ' + exit_status if exit_status else 'no exit status'}"
                                 ": SWE-agent saves it after every step and sets the exit status when the run ends, "
@@ -292,7 +302,7 @@ def _chat_message(steps: StepBuffer, msg: Any, i: int) -> Any:
 
 
 def _finish(session: ImportSession, planned: list[tuple[str, str]], seen: set[str], steps_untimed: int,
-            listed: dict[str, str]) -> None:
+            listed: dict[str, str], demos: list[str]) -> None:
     tasks = sorted({i for i, _ in planned})
     agents = sorted({a for _, a in planned})
     if len(planned) == len(tasks) * len(agents) and not session.malformed:
@@ -316,6 +326,16 @@ def _finish(session: ImportSession, planned: list[tuple[str, str]], seen: set[st
             count=len(missing),
         )
     n_ep = session.episodes_written
+    if demos:
+        shown = ", ".join(demos[:5]) + (f" and {len(demos) - 5} more" if len(demos) > 5 else "")
+        session.add_drop(target="episodes.status", action="unobserved", declaration="source_missing",
+                         loss_class="missing_outcome", selector=f"error_type == '{UNRECORDED}'", count=len(demos),
+                         reason=f"{len(demos)} trajectory file(s) are demonstrations (a history, no info: no exit "
+                         f"status, submission or model_stats); kept with status error and error_type {UNRECORDED}, "
+                         "not a status guessed from the messages: " + shown)
+        for column in ("input_tokens", "output_tokens", "cost_usd"):
+            session.declare_missing(f"episodes.{column}", "a demonstration has no info.model_stats: " + shown,
+                                    count=len(demos))
     session.declare_missing("steps.t", "SWE-agent trajectories record no timestamps", count=steps_untimed)
     for column in ("started_at", "ended_at"):
         session.declare_missing(f"episodes.{column}", "SWE-agent trajectories record no timestamps", count=n_ep)

@@ -80,7 +80,6 @@ def test_a_prediction_without_trajectory_is_a_declared_drop(tmp_path):
 
 @pytest.mark.parametrize(("doc", "needle"), [
     ({"info": {"exit_status": "submitted"}, "history": "x"}, "history"),
-    ({"history": [{"role": "system", "content": "s"}]}, "demonstration"),
     ({"info": [], "history": []}, "info"),
     ({"info": {"exit_status": "submitted", "model_stats": {"tokens_sent": -1}}, "history": []}, "tokens_sent"),
 ])
@@ -90,6 +89,27 @@ def test_bad_trajectories_name_file_and_field(tmp_path, doc, needle):
     with pytest.raises(SourceFormatError) as err:
         run_import("swe-agent", [src], tmp_path / "card")
     assert needle in str(err.value) and "bad.traj" in str(err.value)
+
+
+def test_a_history_only_demonstration_imports_with_its_outcome_declared_unknown(tmp_path):
+    """SWE-agent's trajectories/demonstrations/function_calling_simple.traj (@c37c3234) is
+    {"history": [...]} alone; SWE-agent's inspector reads such a file with info {} (inspector/server.py
+    @3ea751c0). It was refused ("has no info object"); it imports with status error, error_type
+    unrecorded_exit_status and the missing outcome and usage declared."""
+    history = [{"role": "system", "content": "you are"}, {"role": "user", "content": "fix it"},
+               {"role": "assistant", "content": "ls", "thought": "look", "action": "ls"},
+               {"role": "user", "content": "a.py"}]
+    src = tmp_path / "demo.traj"
+    src.write_text(json.dumps({"history": history}))
+    _r, card = run_import("swe-agent", [src], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    (ep,) = card.episodes().to_pylist()
+    assert (ep["status"], ep["error_type"]) == ("error", "unrecorded_exit_status")
+    assert ep["n_steps"] == len(history)
+    assert card.steps(columns=["content"]).column("content").to_pylist() == [m["content"] for m in history]
+    (drop,) = [d for d in card.manifest.drops if d.target == "episodes.status"]
+    assert drop.count == 1 and drop.selector == "error_type == 'unrecorded_exit_status'"
+    assert {d.target for d in card.manifest.drops} >= {"episodes.input_tokens", "episodes.cost_usd"}
 
 
 def test_a_prediction_id_too_long_for_a_selector_leaves_the_selector_out_and_the_card_valid(tmp_path):
