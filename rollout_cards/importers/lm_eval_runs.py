@@ -29,7 +29,8 @@ __all__ = ["Run", "find_runs", "is_v03", "open_runs", "read_results", "write_out
 
 _DATE = r"\d{4}-\d{2}-\d{2}T[\d.:-]+"
 _RESULTS = re.compile(rf"^results_(?P<ts>.+)\.json$|^.+_(?P<ts2>{_DATE})\.json$")  # --output_path <dir> | x.json
-_SAMPLES = re.compile(rf"^samples_(?P<task>.+)_(?P<ts>{_DATE})\.jsonl$")
+# .json: lm-eval between 0.4.2 and 0.4.3 (loggers/evaluation_tracker.py @793469e) wrote JSON Lines under it
+_SAMPLES = re.compile(rf"^samples_(?P<task>.+)_(?P<ts>{_DATE})\.jsonl?$")
 _LEGACY_RESULTS = "results.json"  # lm-eval 0.4.0-0.4.2, beside <model_args>_<task>.jsonl
 #: lm-eval 0.3 (master after 2023-05, evaluator.py @80ae5a8b6): --write_out writes one JSON array per task
 _WRITE_OUT = re.compile(r"^(?P<task>.+)_write_out_info\.json$")

@@ -190,6 +190,24 @@ def test_an_output_path_ending_in_json_names_the_results_after_it(tmp_path):
     assert _reported(result) == {"lm_eval.arc.acc": 1.0}
 
 
+def test_samples_written_as_json_lines_under_a_json_name_are_the_runs_samples(tmp_path):
+    """lm-eval between 0.4.2 and 0.4.3 (loggers/evaluation_tracker.py @793469e, the git_hash of the
+    committed lm_eval/tasks/bias_classification/results/ runs @39e13948) wrote each task's samples as
+    JSON Lines named samples_<task>_<date>.json. The name matched the `x_<date>.json` results pattern,
+    so the import read a samples file as a results document: "has data after the end of the JSON document"."""
+    ts = "2024-06-17T12-20-26.826621"
+    accs = [1.0, 0.0, 1.0]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / f"samples_bias_{ts}.json").write_text("".join(_sample(i, a) + "\n" for i, a in enumerate(accs)))
+    results = _results({"bias": {"acc,none": sum(accs) / len(accs)}})
+    results["n-samples"] = {"bias": {"original": 3, "effective": 3}}
+    (tmp_path / "run" / f"results_{ts}.json").write_text(json.dumps(results))
+    result, card = run_import("lm-eval", [tmp_path / "run"], tmp_path / "card")
+    assert_valid(tmp_path / "card")
+    assert result.episodes == len(accs)
+    assert _reported(result) == {"lm_eval.bias.acc": pytest.approx(sum(accs) / len(accs))}
+
+
 def test_repeated_runs_of_one_model_and_task_are_trials_with_a_rule_each(tmp_path):
     # a directory with several results_<date>.json of the same model and task (a run repeated): every
     # episode id occurred twice (exit 1)
