@@ -21,11 +21,15 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import IntegrityError
-from ..model.card import CardManifest, FileEntry
 from .hashing import MAX_LFS_POINTER, lfs_pointer_note, sha256_stream
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..model.card import CardManifest, FileEntry
 
 __all__ = ["FileVerifier"]
 
@@ -34,11 +38,20 @@ _POOL_LOCK = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
+    # One worker hashes the parts in the order they are first touched. concurrent.futures (and
+    # the logging it imports) loads when a card first reads a verified table, not with the
+    # reader: `rcard validate` hashes through its own checks and never needs it (issue 14).
+    from concurrent.futures import ThreadPoolExecutor
+
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-verify")
         return _POOL
+
+
+class _Check(Protocol):
+    def result(self) -> None: ...
 
 
 class FileVerifier:
@@ -54,7 +67,7 @@ class FileVerifier:
         self._card = card
         self._listed: dict[str, FileEntry] = {f.path: f for f in manifest.inventory.files}
         self._lock = threading.Lock()
-        self._pending: dict[str, Future[None]] = {}
+        self._pending: dict[str, _Check] = {}
 
     def start(self, rel: str) -> None:
         """Begin verifying `rel` in the background (no-op when begun already)."""
@@ -117,22 +130,24 @@ class FileVerifier:
                              actual=digest)
 
 
-class _Delegated(Future[None]):
-    """A check whose digest another process computes: fetched and compared on first `result`."""
+class _Delegated:
+    """A check whose digest another process computes: fetched and compared on first `result`,
+    whose outcome (None, or the error it raised) every later `result` repeats."""
 
     def __init__(self, verifier: FileVerifier, rel: str, fetch: Callable[[], tuple[str, int]]):
-        super().__init__()
         self._verifier, self._rel, self._fetch = verifier, rel, fetch
         self._once = threading.Lock()
+        self._done = False
+        self._error: BaseException | None = None
 
-    def result(self, timeout: float | None = None) -> None:
+    def result(self) -> None:
         with self._once:
-            if not self.done():
+            if not self._done:
                 try:
                     digest, size = self._fetch()
                     self._verifier._compare(self._verifier._entry(self._rel), digest, size)
                 except BaseException as exc:  # IntegrityError, or the engine's own error
-                    self.set_exception(exc)
-                else:
-                    self.set_result(None)
-        return super().result(timeout)
+                    self._error = exc
+                self._done = True
+        if self._error is not None:
+            raise self._error

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from .. import progress
+from .._threads import Background
 from ..errors import CardFormatError, EngineError, RuleError, UnsafeArchiveError
 from ..io.fs_source import card_location, is_uri
 from ..io.reader import CardSource, DirectorySource
@@ -178,18 +178,19 @@ def _validate(
         signature=None if signature is None else str(signature),
     )
     _archive_problems(source, findings)
-    results: list[tuple[str, Findings, CheckRun | Future[CheckRun]]] = []
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rcard-validate") as background:
-        for name, check, in_background in CHECKS:
-            own = Findings(max_findings)
-            if in_background:
-                results.append((name, own, background.submit(_run, check, ctx, own, name)))
-            else:
-                results.append((name, own, _run(check, ctx, own, name)))
+    # A daemon thread, not an executor (whose import and logging cost a small validate ~10 M
+    # instructions): an EngineError of a check reaches the caller without waiting for the hashing.
+    results: list[tuple[str, Findings, CheckRun | Background]] = []
+    for name, check, in_background in CHECKS:
+        own = Findings(max_findings)
+        if in_background:
+            results.append((name, own, Background(_run, check, ctx, own, name, name="rcard-validate")))
+        else:
+            results.append((name, own, _run(check, ctx, own, name)))
     runs = []
     for _, own, run in results:
+        runs.append(run.result() if isinstance(run, Background) else run)
         findings.merge(own)
-        runs.append(run.result() if isinstance(run, Future) else run)
     card_id = ctx.manifest.id if ctx.manifest is not None else None
     return build_report(source.name, findings, runs, card_id=card_id, strict=strict, max_findings=max_findings)
 
