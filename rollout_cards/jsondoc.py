@@ -276,7 +276,8 @@ def _long_integer(data: bytes | memoryview) -> bool:
 def _long_run(data: bytes | memoryview) -> bool:
     """`_long_integer` by a scan of every byte: NumPy maps the digits (~3x bytes.translate, whose
     byte-at-a-time table walk was a quarter of a tau2-bench simulation's fast decode)."""
-    np = _numpy()
+    import numpy as np  # here: jsondoc is imported by commands that never scan a text
+
     codes = np.frombuffer(data, np.uint8)
     runs = np.less(np.subtract(codes, 0x30), 10).tobytes()  # b"\x01" per digit (uint8 wraps below "0")
     at = runs.find(_DIGITS)
@@ -291,18 +292,6 @@ def _long_run(data: bytes | memoryview) -> bool:
 
 
 _DIGITS = b"\x01" * 19
-_NUMPY: Any = None
-
-
-def _numpy() -> Any:
-    global _NUMPY
-    if _NUMPY is None:  # on first use: jsondoc is imported by commands that never scan a text
-        import numpy
-
-        _NUMPY = numpy
-    return _NUMPY
-
-
 def fast_decode(text: str | bytes) -> Any:
     """The value of a whole JSON document as the strict decoder gives it, or `MISS` when msgspec
     refuses it or could differ (then decode it strictly: the error, if any, is the strict one)."""

@@ -49,14 +49,14 @@ class Span:
 class Spans:
     """The spans of one sample's events, in the order the log gives them."""
 
-    __slots__ = ("_open", "by_id")
+    __slots__ = ("_by_id", "_open")
 
     def __init__(self) -> None:
-        #: span id -> the span its (latest) `span_begin` began (read by add_events' path for spans)
-        self.by_id: dict[str, Span] = {}
+        # span id -> the span its (latest) `span_begin` began
+        self._by_id: dict[str, Span] = {}
         self._open: list[Span] = []  # spans begun and not ended (and ended ones below one), for id-less logs
 
-    def here(self) -> Span | None:
+    def _here(self) -> Span | None:
         """The innermost open span: where an event without a (known) span id happens."""
         return self._open[-1] if self._open else None
 
@@ -64,9 +64,9 @@ class Spans:
         """The span an event (of type `kind`, not a span's own begin or end: `begin`, `end`)
         belongs to (None: the top level)."""
         key = ev.get("span_id")
-        span = self.by_id.get(key) if isinstance(key, str) else None
+        span = self._by_id.get(key) if isinstance(key, str) else None
         if span is None:
-            span = self.here()
+            span = self._here()
             if kind == "tool" and span is not None and span.kind == "tool":
                 span = span.parent  # Inspect writes a tool event inside the span of its call; it is the caller's
         if kind == "model":
@@ -77,21 +77,21 @@ class Spans:
         """A `span_begin` event of span id `key` and type `kind`, whose step is timeline item `item`;
         returns the span it begins in (its step's: a span's own begin step belongs to its parent)."""
         if "span_id" not in ev:  # an older log: spans nest in their order
-            parent = self.here()
+            parent = self._here()
         else:
             above = ev.get("parent_id")
-            parent = None if above is None else self.by_id.get(above) if isinstance(above, str) else None
+            parent = None if above is None else self._by_id.get(above) if isinstance(above, str) else None
             if parent is None and above is not None:
-                parent = self.here()
-        self.by_id[key] = self.open(kind, name, parent, item)
+                parent = self._here()
+        self._by_id[key] = self.open(kind, name, parent, item)
         return parent
 
     def end(self, key: str) -> tuple[Span | None, str | None]:
         """A `span_end` of span id `key` (see `close`): the span its step belongs to (the ended span's
         parent) and the ended span's name (None for an id no span_begin had)."""
-        span = self.by_id.get(key)
+        span = self._by_id.get(key)
         if span is None:
-            return self.here(), None
+            return self._here(), None
         self.close(span)
         return span.parent, span.name
 
@@ -108,7 +108,7 @@ class Spans:
         """`span` is no longer where later events without ids happen. Marked closed and popped
         once no open span is above it, so ending spans in any order costs constant time per span
         (a search of the open list per end was quadratic on a hostile log of nested spans ended
-        oldest first); the innermost open span (`here`) is the same as after removing it."""
+        oldest first); the innermost open span (`_here`) is the same as after removing it."""
         span.closed = True
         while self._open and self._open[-1].closed:
             self._open.pop()

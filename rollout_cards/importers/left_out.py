@@ -10,30 +10,30 @@ warning give the source's number, what the card gives and the records left out, 
 `source_malformed` drop names the rule in `affects`. A number that still replays stays
 (the records left out are not among those it counts).
 
-    withheld = replay_reported(root, docs)   # rule id -> [(entry index, ReplayCheck)]
+    failed = replay_reported(card, docs)   # rule id -> {entry index: why}
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RolloutCardError
+
+if TYPE_CHECKING:
+    from ..io.reader import Card
 
 __all__ = ["replay_reported", "without_unreplayed"]
 
 
-def replay_reported(root: Path, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[int, str]]:
-    """The reported entries of the rule documents `docs` (rule id -> document) that the card in
-    `root` does not give back: rule id -> {entry index: why (both numbers)}."""
+def replay_reported(card: Card, docs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[int, str]]:
+    """The reported entries of the rule documents `docs` (rule id -> document) that `card` does not
+    give back: rule id -> {entry index: why (both numbers)}."""
     import pyarrow as pa
 
-    from ..io.reader import open_card
     from ..model.rule import Rule
     from ..rules.replay import replay_rule
 
-    card = open_card(root, verify=False)  # written by this process a moment ago
     out: dict[str, dict[int, str]] = {}
     for rule_id, doc in docs.items():
         if not doc.get("reported"):

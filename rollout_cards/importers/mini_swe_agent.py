@@ -45,11 +45,11 @@ from .base import ImportRequest
 from .json_stream import JsonStream, parse_json, read_document, reject_constant
 from .rule_files import rule_document
 from .session import ImportSession, read_source
-from .source_dir import children, directory_name, exit_statuses, regular_file
+from .source_dir import UNRECORDED, children, directory_name, exit_statuses, regular_file
 from .source_values import INT64_MAX, integer, number, text
 from .steps import StepBuffer, decoded_json_text, json_text
 
-__all__ = ["UNRECORDED", "MessageCounts", "MiniSweAgentImporter", "add_messages", "check_trajectory_format",
+__all__ = ["MessageCounts", "MiniSweAgentImporter", "add_messages", "check_trajectory_format",
            "terminal_state"]
 
 _MAX_FILE_CHARS = 512 * 1024 * 1024
@@ -60,8 +60,6 @@ _SELECTOR_IDS = 50
 _MSG_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "extra"))
 #: Keys of a model response kept in the step payload (its `choices` repeat the message).
 _RESPONSE_KEEP = ("id", "created", "model", "object", "system_fingerprint", "usage")
-#: error_type of a pre-1.0 trajectory (a bare message list) no exit statuses file lists.
-UNRECORDED = "unrecorded_exit_status"
 
 
 def terminal_state(exit_status: str) -> str:

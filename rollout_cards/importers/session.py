@@ -517,7 +517,8 @@ class ImportSession:
         from ..io.reader import open_card
         from .left_out import replay_reported, without_unreplayed
 
-        failed = replay_reported(self._tmp, self._docs)
+        card = open_card(self._tmp, verify=False)  # written by this process a moment ago
+        failed = replay_reported(card, self._docs)
         if not failed:
             return {}, None
         files = sorted({Path(b.file).name for b in self._bad})
@@ -534,7 +535,7 @@ class ImportSession:
                           f"{left_out}")
         drops = [(d.model_copy(update={"affects": sorted({*d.affects, *failed})}) if d.loss_class == "malformed_record"
                   and _KEPT_GOING in d.reason else d).model_dump(mode="json", exclude_none=True)
-                 for d in open_card(self._tmp, verify=False).manifest.drops]
+                 for d in card.manifest.drops]
         return out, drops
 
     def _move_into_place(self) -> None:

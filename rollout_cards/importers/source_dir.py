@@ -18,10 +18,13 @@ from ..errors import SourceFormatError
 from ..yamldoc import StrictYamlError, YamlPath, load_strict_yaml
 from .compression import HEAD_BYTES, compressed_error, lfs_pointer_error
 
-__all__ = ["MAX_ENTRIES", "children", "directory_name", "exit_statuses", "read_yaml", "regular_file"]
+__all__ = ["MAX_ENTRIES", "UNRECORDED", "children", "directory_name", "exit_statuses", "read_yaml", "regular_file"]
 
 #: Entries of one directory looked at, at most.
 MAX_ENTRIES = 1_000_000
+#: error_type of an episode whose exit status the source does not record (a pre-1.0 mini-swe-agent
+#: trajectory no exit statuses file lists; a SWE-agent demonstration): never a status guessed.
+UNRECORDED = "unrecorded_exit_status"
 
 
 def regular_file(path: Path, *, what: str = "file") -> Path:

@@ -33,10 +33,9 @@ from ..errors import SourceFormatError
 from ..model.card import Software
 from .base import ImportRequest
 from .json_stream import iter_records, read_document
-from .mini_swe_agent import UNRECORDED
 from .openai_chat import ChatMapping, add_chat_messages
 from .session import ImportSession
-from .source_dir import children, directory_name, exit_statuses, regular_file
+from .source_dir import UNRECORDED, children, directory_name, exit_statuses, regular_file
 from .source_values import integer, number, text
 from .steps import StepBuffer, json_text
 
